@@ -1,0 +1,22 @@
+"""mirage_lab: a Jupyter-first re-implementation of the Mirage multi-level superoptimizer.
+
+    >>> import mirage_lab as mi
+    >>> g = mi.new_kernel_graph()
+    >>> X = g.new_input(dims=(16, 4096), dtype=mi.float16)
+    >>> W = g.new_input(dims=(4096, 4096), dtype=mi.float16)
+    >>> g.mark_output(g.matmul(g.rms_norm(X), W))
+"""
+from .errors import GraphBuildError, GraphvizMissingError, MirageLabError, ReferenceRunError, SerializationError
+from .interp import run_reference
+from .ir import (BlockGraph, DTensor, DType, KernelGraph, STensor, ThreadGraph, bfloat16, float16, float32,
+                 new_kernel_graph, new_threadblock_graph)
+from .ir.serialize import MIME_TYPE, from_json, load, save
+from .viz import draw
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MirageLabError", "GraphBuildError", "SerializationError", "ReferenceRunError", "GraphvizMissingError",
+    "new_kernel_graph", "new_threadblock_graph", "KernelGraph", "BlockGraph", "ThreadGraph", "DTensor", "STensor",
+    "DType", "float16", "bfloat16", "float32", "run_reference", "from_json", "load", "save", "draw", "MIME_TYPE",
+]

@@ -1,0 +1,26 @@
+"""The package's error types.
+
+Every error mirage_lab raises on bad input is a :class:`MirageLabError`, so a notebook
+user can catch one type. Subclasses say which stage complained.
+"""
+from __future__ import annotations
+
+
+class MirageLabError(Exception):
+    """Base class of every error mirage_lab raises on bad input or bad state."""
+
+
+class GraphBuildError(MirageLabError, ValueError):
+    """A kernel or block graph op was given inputs it cannot accept (shapes, maps, dtypes)."""
+
+
+class SerializationError(MirageLabError, ValueError):
+    """A μGraph file or JSON text is corrupt, of another format, or of a newer version."""
+
+
+class ReferenceRunError(MirageLabError, ValueError):
+    """The reference interpreter was given inputs that do not fit the graph."""
+
+
+class GraphvizMissingError(MirageLabError, RuntimeError):
+    """The Graphviz ``dot`` binary is not installed, so a drawing cannot be rendered."""

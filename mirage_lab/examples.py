@@ -1,0 +1,135 @@
+"""The seed programs and hand-built μGraphs for them (MIRAGE_SPEC §7).
+
+Each ``*_program`` builds the plain kernel graph a user would write; each ``*_fused``
+builds the μGraph Mirage found for it, by hand, with the builder API. Tests, the demo,
+benchmarks and notebooks share these.
+
+    >>> g = rms_norm_linear_program(16, 4096, 4096)
+    >>> f = rms_norm_linear_fused(16, 4096, 4096)
+    >>> len(f.customized_ops)
+    1
+"""
+from __future__ import annotations
+
+from .ir.block_graph import new_threadblock_graph
+from .ir.dtypes import DType, float16
+from .ir.kernel_graph import KernelGraph, new_kernel_graph
+
+
+def rms_norm_linear_program(batch: int = 16, hidden: int = 4096, out: int = 4096, dtype: DType = float16) -> KernelGraph:
+    """``O = rms_norm(X) @ W`` as the Mirage README writes it."""
+    g = new_kernel_graph()
+    X = g.new_input(dims=(batch, hidden), dtype=dtype)
+    W = g.new_input(dims=(hidden, out), dtype=dtype)
+    g.mark_output(g.matmul(g.rms_norm(X, normalized_shape=(hidden,)), W))
+    return g
+
+
+def rms_norm_linear_fused(batch: int = 16, hidden: int = 4096, out: int = 4096, grid: int | None = None,
+                          forloop_range: int | None = None, dtype: DType = float16) -> KernelGraph:
+    """One customized op: accumulate ``rms(X)`` and ``X @ W`` over the loop, divide after it."""
+    grid = grid or _largest_divisor(out, 256)
+    frange = forloop_range or _largest_divisor(hidden, 32)
+    g = new_kernel_graph()
+    X = g.new_input(dims=(batch, hidden), dtype=dtype)
+    W = g.new_input(dims=(hidden, out), dtype=dtype)
+    bg = new_threadblock_graph(grid_dim=(grid, 1, 1), block_dim=(128, 1, 1), forloop_range=frange, reduction_dimx=64)
+    x = bg.new_input(X, input_map=(-1, -1, -1), forloop_dim=1)
+    w = bg.new_input(W, input_map=(1, -1, -1), forloop_dim=0)
+    r = bg.forloop_accum(x, "rms")
+    m = bg.forloop_accum(bg.matmul(x, w))
+    bg.new_output(bg.div(m, r), output_map=(1, -1, -1))
+    (O,) = g.customized([X, W], bg)
+    g.mark_output(O)
+    return g
+
+
+def gqa_program(batch: int = 2, q_len: int = 256, head_dim: int = 64, kv_len: int = 4096,
+                dtype: DType = float16) -> KernelGraph:
+    """Group-query attention as the Mirage README writes it: ``exp(QK) / rowsum . V``."""
+    g = new_kernel_graph()
+    Q = g.new_input(dims=(batch, q_len, head_dim), dtype=dtype)
+    K = g.new_input(dims=(batch, head_dim, kv_len), dtype=dtype)
+    V = g.new_input(dims=(batch, kv_len, head_dim), dtype=dtype)
+    A = g.matmul(Q, K)
+    E = g.exp(A)
+    S = g.reduction(E, 2)
+    D = g.div(E, S)
+    O = g.matmul(D, V)
+    g.mark_output(O)
+    return g
+
+
+def gqa_flashdecoding(batch: int = 2, q_len: int = 256, head_dim: int = 64, kv_len: int = 4096,
+                      kv_splits: int = 8, q_blocks: int = 16, forloop_range: int = 4,
+                      dtype: DType = float16) -> KernelGraph:
+    """The FlashDecoding-like two-kernel μGraph of MIRAGE_SPEC §7 (grid (2,8,16), then (2,16,1)).
+
+    Kernel 1 splits the KV length across grid axis y and the queries across z; each block
+    accumulates partial ``exp(QK)`` row sums and partial ``exp(QK) V``. Kernel 2 sums the
+    partials (``sum`` and ``sum_todimx``) and divides.
+    """
+    dimx = head_dim
+    g = new_kernel_graph()
+    Q = g.new_input(dims=(batch, q_len, head_dim), dtype=dtype)
+    K = g.new_input(dims=(batch, head_dim, kv_len), dtype=dtype)
+    V = g.new_input(dims=(batch, kv_len, head_dim), dtype=dtype)
+    b1 = new_threadblock_graph(grid_dim=(batch, kv_splits, q_blocks), block_dim=(128, 1, 1),
+                               forloop_range=forloop_range, reduction_dimx=dimx)
+    q = b1.new_input(Q, input_map=(0, -1, 1), forloop_dim=-1)
+    k = b1.new_input(K, input_map=(0, 2, -1), forloop_dim=2)
+    v = b1.new_input(V, input_map=(0, 1, -1), forloop_dim=1)
+    e = b1.exp(b1.matmul(q, k))
+    s = b1.forloop_accum(e)
+    o = b1.forloop_accum(b1.matmul(e, v))
+    b1.new_output(s, output_map=(0, 2, 1))
+    b1.new_output(o, output_map=(0, 2, 1))
+    S_part, O_part = g.customized([Q, K, V], b1)
+    b2 = new_threadblock_graph(grid_dim=(batch, q_blocks, 1), block_dim=(128, 1, 1), forloop_range=1,
+                               reduction_dimx=dimx)
+    sp = b2.new_input(S_part, input_map=(0, 1, -1), forloop_dim=-1)
+    op = b2.new_input(O_part, input_map=(0, 1, -1), forloop_dim=-1)
+    den = b2.forloop_accum(sp, "sum")
+    num = b2.forloop_accum(op, "sum_todimx")
+    b2.new_output(b2.div(num, den), output_map=(0, 1, -1))
+    (O,) = g.customized([S_part, O_part], b2)
+    g.mark_output(O)
+    return g
+
+
+def gated_mlp_program(batch: int = 8, hidden: int = 4096, out: int = 4096, dtype: DType = float16) -> KernelGraph:
+    """``silu(X @ W1) * (X @ W2)``."""
+    g = new_kernel_graph()
+    X = g.new_input(dims=(batch, hidden), dtype=dtype)
+    W1 = g.new_input(dims=(hidden, out), dtype=dtype)
+    W2 = g.new_input(dims=(hidden, out), dtype=dtype)
+    g.mark_output(g.mul(g.silu(g.matmul(X, W1)), g.matmul(X, W2)))
+    return g
+
+
+def gated_mlp_fused(batch: int = 8, hidden: int = 4096, out: int = 4096, grid: int | None = None,
+                    forloop_range: int | None = None, dtype: DType = float16) -> KernelGraph:
+    """One customized op: both matmuls accumulate over the loop; silu and the product after it."""
+    grid = grid or _largest_divisor(out, 128)
+    frange = forloop_range or _largest_divisor(hidden, 64)
+    g = new_kernel_graph()
+    X = g.new_input(dims=(batch, hidden), dtype=dtype)
+    W1 = g.new_input(dims=(hidden, out), dtype=dtype)
+    W2 = g.new_input(dims=(hidden, out), dtype=dtype)
+    bg = new_threadblock_graph(grid_dim=(grid, 1, 1), block_dim=(128, 1, 1), forloop_range=frange, reduction_dimx=64)
+    x = bg.new_input(X, input_map=(-1, -1, -1), forloop_dim=1)
+    w1 = bg.new_input(W1, input_map=(1, -1, -1), forloop_dim=0)
+    w2 = bg.new_input(W2, input_map=(1, -1, -1), forloop_dim=0)
+    m1 = bg.forloop_accum(bg.matmul(x, w1))
+    m2 = bg.forloop_accum(bg.matmul(x, w2))
+    bg.new_output(bg.mul(bg.silu(m1), m2), output_map=(1, -1, -1))
+    (O,) = g.customized([X, W1, W2], bg)
+    g.mark_output(O)
+    return g
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    for d in range(min(n, at_most), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
