@@ -100,6 +100,15 @@ def _int3(value: Any, what: str, where: str) -> tuple[int, int, int]:
     return (vals + (1, 1))[:3]  # type: ignore[return-value]
 
 
+def _number(where: str, arg: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise GraphBuildError(f"{where}: {arg} must be a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError) as e:
+        raise GraphBuildError(f"{where}: {arg} must be a number, got {value!r}") from e
+
+
 def _map3(value: Any, where: str, arg: str) -> tuple[int, int, int]:
     if value is None:
         return (-1, -1, -1)
@@ -157,10 +166,16 @@ class BlockGraph:
             )
 
     def _own(self, t: Any, op: str, arg: str = "input") -> STensor:
+        if "(block graph)" not in op:
+            op = f"{op} (block graph)"
         if not isinstance(t, STensor):
-            raise GraphBuildError(f"{op}: {arg} must be an STensor of this block graph, got {type(t).__name__} {t!r}")
+            hint = "; load a kernel tensor into the block graph with bg.new_input(...) first" if isinstance(t, DTensor) else ""
+            raise GraphBuildError(f"{op}: {arg} must be an STensor of this block graph, got {type(t).__name__} {t!r}{hint}")
         if t.graph is not self:
-            raise GraphBuildError(f"{op}: {arg} {t!r} belongs to another block graph")
+            raise GraphBuildError(
+                f"{op}: {arg} {t!r} belongs to another block graph; a block graph's ops take only "
+                "tiles made in the same graph: load the DTensor again here with bg.new_input(...)"
+            )
         return t
 
     def _add(self, op_type: str, inputs: Sequence[STensor], out: Sequence[tuple[tuple[int, ...], DType, bool]],
@@ -179,7 +194,7 @@ class BlockGraph:
         if len(phases) > 1:
             names = ", ".join(repr(t) for t in ts)
             raise GraphBuildError(
-                f"{op}: operands mix tensors computed inside the for-loop and after it ({names}); "
+                f"{op} (block graph): operands mix tensors computed inside the for-loop and after it ({names}); "
                 "accumulate the in-loop operand with forloop_accum first"
             )
         return phases.pop()
@@ -223,7 +238,10 @@ class BlockGraph:
                 imap[a] = -1  # an axis of size 1 splits nothing (Mirage ignores it too)
         used = [k for k in imap if k >= 0]
         if len(used) != len(set(used)):
-            raise GraphBuildError(f"{where}: input_map {tuple(imap)} maps two grid axes to the same dim")
+            raise GraphBuildError(
+                f"{where}: input_map {tuple(imap)} maps two grid axes to the same dim of {dtensor!r}; "
+                "map each grid axis to a different dim, or -1 to replicate"
+            )
         for a in range(3):
             k = imap[a]
             if k >= 0 and dims[k] % self.grid_dim[a]:
@@ -282,7 +300,10 @@ class BlockGraph:
                 )
         used = [k for k in omap if k >= 0]
         if len(used) != len(set(used)):
-            raise GraphBuildError(f"{where}: output_map {tuple(omap)} maps two grid axes to the same dim")
+            raise GraphBuildError(
+                f"{where}: output_map {tuple(omap)} maps two grid axes to the same dim of the tile {s!r}; "
+                "map each grid axis of size > 1 to a different dim"
+            )
         out_dims = list(s.dims)
         for a in range(3):
             if omap[a] >= 0:
@@ -321,13 +342,14 @@ class BlockGraph:
         return self._unary("square", x)
 
     def clamp(self, x: STensor, lo: float, hi: float) -> STensor:
-        lo_f, hi_f = float(lo), float(hi)
+        lo_f, hi_f = _number("clamp (block graph)", "lo", lo), _number("clamp (block graph)", "hi", hi)
         if lo_f > hi_f:
-            raise GraphBuildError(f"clamp (block graph): lo={lo_f} is greater than hi={hi_f}")
+            raise GraphBuildError(f"clamp (block graph): lo={lo_f} is greater than hi={hi_f}; swap them")
         return self._unary("clamp", x, {"lo": lo_f, "hi": hi_f})
 
     def mul_scalar(self, x: STensor, scalar: float) -> STensor:
-        return self._unary("mul_scalar", x, {"scalar": float(scalar)})
+        """Multiply every element by a constant (the transpiler uses it for ``1/(w*frange)``)."""
+        return self._unary("mul_scalar", x, {"scalar": _number("mul_scalar (block graph)", "scalar", scalar)})
 
     def _binary(self, op: str, a: STensor, b: STensor) -> STensor:
         a, b = self._own(a, op, "A"), self._own(b, op, "B")
@@ -407,16 +429,19 @@ class BlockGraph:
         if not self.output_ops:
             raise GraphBuildError("customized: the block graph has no outputs; add bg.new_output(...) first")
         if len(inputs) != len(self.input_ops):
+            want = ", ".join(f"{op.outputs[0].dtype.name}{shapes.fmt(op.attrs['dtensor_dims'])}" for op in self.input_ops)
+            got = ", ".join(f"{t.dtype.name}{shapes.fmt(t.dims)}" for t in inputs) or "nothing"
             raise GraphBuildError(
-                f"customized: the block graph has {len(self.input_ops)} inputs "
-                f"but customized() got {len(inputs)} tensors"
+                f"customized: the block graph has {len(self.input_ops)} inputs ({want}) "
+                f"but customized() got {len(inputs)} tensors ({got}); pass one DTensor per bg.new_input call, in that order"
             )
         for i, (t, op) in enumerate(zip(inputs, self.input_ops)):
             bound = self.input_dtensors[i]
             if t.dims != op.attrs["dtensor_dims"] or t.dtype != bound.dtype:
                 raise GraphBuildError(
                     f"customized: input {i} is {t!r}, but the block graph's loader {i} was built for "
-                    f"{bound.dtype.name}{shapes.fmt(op.attrs['dtensor_dims'])}"
+                    f"{bound.dtype.name}{shapes.fmt(op.attrs['dtensor_dims'])}; pass the inputs in the order of "
+                    "the bg.new_input calls, or build the block graph for these shapes"
                 )
 
     def thread_graph(self) -> "Any":

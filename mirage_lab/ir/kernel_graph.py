@@ -133,7 +133,7 @@ class KernelGraph:
         from . import dtypes as _dt
 
         dims_t = shapes.check_dims(dims, "new_input")
-        dt = as_dtype(_dt.float16 if dtype is None else dtype, where="new_input")
+        dt = as_dtype(_dt.float16 if dtype is None else dtype, where=f"new_input(dims={shapes.fmt(dims_t)})")
         attrs: dict[str, Any] = {}
         if strides is not None:
             try:
@@ -250,6 +250,12 @@ class KernelGraph:
 
         if not isinstance(block_graph, BlockGraph):
             raise GraphBuildError(f"customized: expected a block graph from mi.new_threadblock_graph, got {block_graph!r}")
+        if not isinstance(inputs, (list, tuple)):
+            # customized(X, bg) is an easy slip: a single tensor must still be passed as [X].
+            raise GraphBuildError(
+                f"customized: inputs must be a list of DTensors in the order of the block graph's new_input "
+                f"calls, e.g. g.customized([X, W], bg); got {type(inputs).__name__} {inputs!r}"
+            )
         ins = [self._own(t, "customized", f"input {i}") for i, t in enumerate(inputs)]
         block_graph.check_bindable(ins)
         outs = [(o.attrs["out_dims"], o.inputs[0].dtype) for o in block_graph.output_ops]

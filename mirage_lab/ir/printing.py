@@ -12,9 +12,18 @@ if TYPE_CHECKING:  # pragma: no cover
 AXES = "xyz"
 
 
-def map_str(m: Any) -> str:
-    """``(1,-1,-1)`` -> ``{x->1}``; all -1 -> ``{}`` (every block sees everything)."""
-    parts = [f"{AXES[a]}->{d}" for a, d in enumerate(m) if d >= 0]
+def map_str(m: Any, grid: Any = None) -> str:
+    """``(1,-1,-1)`` -> ``{x->1}``; all -1 -> ``{}`` (every block sees everything).
+
+    With ``grid``, an axis of size > 1 that is not mapped shows as ``φ`` (replicated), as
+    Mirage's visualizer draws it: ``map_str((-1,-1,-1), (64,1,1))`` -> ``{x->φ}``.
+    """
+    parts = []
+    for a, d in enumerate(m):
+        if d >= 0:
+            parts.append(f"{AXES[a]}->{d}")
+        elif grid is not None and grid[a] > 1:
+            parts.append(f"{AXES[a]}->φ")
     return "{" + ",".join(parts) + "}"
 
 
@@ -39,7 +48,7 @@ def format_block_graph(bg: "BlockGraph", indent: str = "") -> str:
         if op.op_type == "input":
             t = op.outputs[0]
             lines.append(f"{indent}  {t.name}: {t.dtype.name}{fmt(t.dims)} = load(in{bg.input_ops.index(op)}, "
-                         f"imap={map_str(op.attrs['input_map'])}, fmap={op.attrs['forloop_dim']})")
+                         f"imap={map_str(op.attrs['input_map'], bg.grid_dim)}, fmap={op.attrs['forloop_dim']})")
         elif op.op_type == "output":
             lines.append(f"{indent}  out{bg.output_ops.index(op)}{fmt(op.attrs['out_dims'])} = save({op.inputs[0].name}, "
                          f"omap={map_str(op.attrs['output_map'])})")

@@ -85,89 +85,141 @@ def content_hash(g: KernelGraph) -> str:
 
 # --------------------------------------------------------------------------- loading
 def _get(d: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    if not isinstance(d, dict) or key not in d:
+    if not isinstance(d, dict):
+        raise SerializationError(f"corrupt μGraph JSON: {where} should be an object, got {type(d).__name__}")
+    if key not in d:
         raise SerializationError(f"corrupt μGraph JSON: {where} has no '{key}'")
     v = d[key]
-    if not isinstance(v, kind):
-        raise SerializationError(f"corrupt μGraph JSON: {where}.{key} should be {kind}, got {type(v).__name__}")
+    if not isinstance(v, kind) or isinstance(v, bool) and kind is int:
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise SerializationError(f"corrupt μGraph JSON: {where}.{key} should be {names}, got {type(v).__name__}")
     return v
 
 
+def _attrs(op: dict[str, Any], where: str) -> dict[str, Any]:
+    a = op.get("attrs", {})
+    if not isinstance(a, dict):
+        raise SerializationError(f"corrupt μGraph JSON: {where}.attrs should be an object, got {type(a).__name__}")
+    return a
+
+
+def _refs(ids: list[Any], by_id: dict[Any, Any], where: str) -> list[Any]:
+    out = []
+    for j in ids:
+        if not isinstance(j, int) or j not in by_id:
+            raise SerializationError(
+                f"corrupt μGraph JSON: {where} reads tensor id {j!r}, which no earlier op produces"
+            )
+        out.append(by_id[j])
+    return out
+
+
+def _explain(e: Exception) -> str:
+    if isinstance(e, KeyError):
+        return f"missing key {e}"
+    return f"{type(e).__name__}: {e}"
+
+
 def from_dict(d: Any) -> KernelGraph:
+    """Rebuild a μGraph from the dict form of :func:`to_dict` (``SerializationError`` when it is not one)."""
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise SerializationError(
             f"not a mirage_lab μGraph: expected \"format\": \"{FORMAT}\" at the top level"
         )
     version = d.get("version")
-    if not isinstance(version, int):
-        raise SerializationError("corrupt μGraph JSON: 'version' is missing or not an int")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise SerializationError(f"corrupt μGraph JSON: 'version' should be a positive int, got {version!r}")
     if version > VERSION:
         raise SerializationError(
             f"this μGraph was saved by a newer mirage_lab (format version {version}; this one reads up to "
             f"{VERSION}); upgrade mirage_lab to load it"
         )
     kg = _get(d, "kernel_graph", dict, "top level")
-    tensors = {t["id"]: t for t in _get(kg, "tensors", list, "kernel_graph") if isinstance(t, dict) and "id" in t}
+    tensors: dict[Any, Any] = {}
+    for i, t in enumerate(_get(kg, "tensors", list, "kernel_graph")):
+        tensors[_get(t, "id", int, f"kernel_graph.tensors[{i}]")] = t
     g = KernelGraph()
     by_id: dict[int, Any] = {}
+    for i, op in enumerate(_get(kg, "ops", list, "kernel_graph")):
+        where = f"kernel_graph.ops[{i}]"
+        try:
+            _load_kernel_op(g, op, where, tensors, by_id)
+        except SerializationError:
+            raise
+        except GraphBuildError as e:
+            raise SerializationError(f"corrupt μGraph JSON: {where} describes an invalid graph: {e}") from e
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+            raise SerializationError(f"corrupt μGraph JSON: {where}: {_explain(e)}") from e
+    outs = _refs(_get(kg, "outputs", list, "kernel_graph"), by_id, "kernel_graph.outputs")
     try:
-        for i, op in enumerate(_get(kg, "ops", list, "kernel_graph")):
-            where = f"kernel_graph.ops[{i}]"
-            typ = _get(op, "type", str, where)
-            ins = [by_id[j] for j in _get(op, "inputs", list, where)]
-            outs_ids = _get(op, "outputs", list, where)
-            attrs = op.get("attrs", {})
-            if typ == "input":
-                t = tensors[outs_ids[0]]
-                if t["dtype"] not in ALL_DTYPES:
-                    raise SerializationError(f"corrupt μGraph JSON: {where} has unknown dtype {t['dtype']!r}")
-                res = [g.new_input(t["dims"], t["dtype"], attrs.get("strides"))]
-            elif typ == "customized":
-                bg = _block_from_dict(_get(op, "block_graph", dict, where), ins, where)
-                res = g.customized(ins, bg)
-            elif typ == "reduction":
-                res = [g.reduction(ins[0], attrs["dim"])]
-            elif typ == "clamp":
-                res = [g.clamp(ins[0], attrs["lo"], attrs["hi"])]
-            elif typ == "rms_norm":
-                res = [g.rms_norm(ins[0])]
-            elif typ in ("matmul", "add", "mul", "div", "pow"):
-                res = [getattr(g, typ)(ins[0], ins[1])]
-            elif typ in ("exp", "silu", "gelu", "relu", "sqrt", "square"):
-                res = [getattr(g, typ)(ins[0])]
-            else:
-                raise SerializationError(f"corrupt μGraph JSON: {where} has unknown op type {typ!r}")
-            if len(res) != len(outs_ids):
-                raise SerializationError(f"corrupt μGraph JSON: {where} lists {len(outs_ids)} outputs, the op makes {len(res)}")
-            for tid, t in zip(outs_ids, res):
-                saved = tensors.get(tid)
-                if saved is None or list(saved["dims"]) != list(t.dims) or saved["dtype"] != t.dtype.name:
-                    raise SerializationError(
-                        f"corrupt μGraph JSON: {where} output {tid} is saved as {saved}, but the op computes "
-                        f"{t.dtype.name}{list(t.dims)}"
-                    )
-                by_id[tid] = t
-        for tid in _get(kg, "outputs", list, "kernel_graph"):
-            g.mark_output(by_id[tid])
-    except SerializationError:
-        raise
+        for t in outs:
+            g.mark_output(t)
     except GraphBuildError as e:
-        raise SerializationError(f"corrupt μGraph JSON: it describes an invalid graph: {e}") from e
-    except (KeyError, IndexError, TypeError, ValueError) as e:
-        raise SerializationError(f"corrupt μGraph JSON: {type(e).__name__}: {e}") from e
+        raise SerializationError(f"corrupt μGraph JSON: kernel_graph.outputs: {e}") from e
+    ins = _get(kg, "inputs", list, "kernel_graph")
+    if ins != [t.guid for t in g.inputs]:
+        raise SerializationError(
+            f"corrupt μGraph JSON: kernel_graph.inputs is {ins}, but the input ops make tensors "
+            f"{[t.guid for t in g.inputs]}"
+        )
     return g
 
 
+def _load_kernel_op(g: KernelGraph, op: Any, where: str, tensors: dict[Any, Any], by_id: dict[int, Any]) -> None:
+    typ = _get(op, "type", str, where)
+    ins = _refs(_get(op, "inputs", list, where), by_id, where)
+    outs_ids = _get(op, "outputs", list, where)
+    attrs = _attrs(op, where)
+    if typ == "input":
+        if len(outs_ids) != 1 or outs_ids[0] not in tensors:
+            raise SerializationError(f"corrupt μGraph JSON: {where} (input) must list one output tensor id from kernel_graph.tensors")
+        t = tensors[outs_ids[0]]
+        if t.get("dtype") not in ALL_DTYPES:
+            raise SerializationError(
+                f"corrupt μGraph JSON: {where} has unknown dtype {t.get('dtype')!r}; known: {', '.join(ALL_DTYPES)}"
+            )
+        res = [g.new_input(_get(t, "dims", list, f"kernel_graph.tensors[id={outs_ids[0]}]"), t["dtype"], attrs.get("strides"))]
+    elif typ == "customized":
+        bg = _block_from_dict(_get(op, "block_graph", dict, where), ins, f"{where}.block_graph")
+        res = g.customized(ins, bg)
+    elif typ == "reduction":
+        res = [g.reduction(ins[0], attrs["dim"])]
+    elif typ == "clamp":
+        res = [g.clamp(ins[0], attrs["lo"], attrs["hi"])]
+    elif typ == "rms_norm":
+        res = [g.rms_norm(ins[0])]
+    elif typ in ("matmul", "add", "mul", "div", "pow"):
+        res = [getattr(g, typ)(ins[0], ins[1])]
+    elif typ in ("exp", "silu", "gelu", "relu", "sqrt", "square"):
+        res = [getattr(g, typ)(ins[0])]
+    else:
+        raise SerializationError(f"corrupt μGraph JSON: {where} has unknown op type {typ!r}")
+    if len(res) != len(outs_ids):
+        raise SerializationError(f"corrupt μGraph JSON: {where} lists {len(outs_ids)} outputs, the op makes {len(res)}")
+    for tid, t in zip(outs_ids, res):
+        saved = tensors.get(tid)
+        if saved is None or saved.get("dims") != list(t.dims) or saved.get("dtype") != t.dtype.name:
+            raise SerializationError(
+                f"corrupt μGraph JSON: {where} ({typ}) output {tid} is saved as "
+                f"{saved.get('dtype') if saved else None}{saved.get('dims') if saved else ''}, but the op computes "
+                f"{t.dtype.name}{list(t.dims)}"
+            )
+        by_id[tid] = t
+
+
 def _block_from_dict(d: dict[str, Any], dtensors: list[Any], where: str) -> BlockGraph:
-    bg = BlockGraph(tuple(d["grid_dim"]), tuple(d["block_dim"]), d["forloop_range"], d["reduction_dimx"])
+    bg = BlockGraph(tuple(_get(d, "grid_dim", list, where)), tuple(_get(d, "block_dim", list, where)),
+                    _get(d, "forloop_range", int, where), _get(d, "reduction_dimx", int, where))
     by_id: dict[int, Any] = {}
     n_in = 0
-    for i, op in enumerate(d["ops"]):
-        w = f"{where}.block_graph.ops[{i}]"
+    for i, op in enumerate(_get(d, "ops", list, where)):
+        w = f"{where}.ops[{i}]"
         typ = _get(op, "type", str, w)
-        ins = [by_id[j] for j in op["inputs"]]
-        a = op.get("attrs", {})
+        ins = _refs(_get(op, "inputs", list, w), by_id, w)
+        a = _attrs(op, w)
         if typ == "input":
+            if n_in >= len(dtensors):
+                raise SerializationError(f"corrupt μGraph JSON: {w} is loader {n_in}, but the customized op has {len(dtensors)} inputs")
             res = bg.new_input(dtensors[n_in], tuple(a["input_map"]), a["forloop_dim"], a.get("store_in_dmem", False))
             n_in += 1
         elif typ == "output":
@@ -190,12 +242,21 @@ def _block_from_dict(d: dict[str, Any], dtensors: list[Any], where: str) -> Bloc
         else:
             raise SerializationError(f"corrupt μGraph JSON: {w} has unknown block op type {typ!r}")
         if res is not None:
-            by_id[op["outputs"][0]] = res
+            by_id[_get(op, "outputs", list, w)[0]] = res
     return bg
 
 
 def from_json(text: str | bytes) -> KernelGraph:
-    """Load a μGraph from JSON text written by ``graph.to_json()``."""
+    """Load a μGraph from JSON text written by ``graph.to_json()``.
+
+    >>> import mirage_lab as mi
+    >>> g = mi.new_kernel_graph(); g.mark_output(g.exp(g.new_input((2, 3))))
+    >>> mi.from_json(g.to_json()).to_json() == g.to_json()
+    True
+    """
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise SerializationError(f"from_json: expected the JSON text (str or bytes), got {type(text).__name__}; "
+                                 "to read a file use mi.load(path)")
     try:
         d = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:

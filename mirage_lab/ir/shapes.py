@@ -13,10 +13,13 @@ def fmt(dims: Sequence[int]) -> str:
 
 
 def check_dims(dims: Sequence[int], where: str) -> tuple[int, ...]:
+    # A string is a sequence too, but never a shape: refuse it before int() turns '16' into 16.
+    if isinstance(dims, (str, bytes)):
+        raise GraphBuildError(f"{where}: dims must be a sequence of positive ints such as (16, 4096), got {dims!r}")
     try:
         out = tuple(int(d) for d in dims)
-    except TypeError as e:
-        raise GraphBuildError(f"{where}: dims must be a sequence of positive ints, got {dims!r}") from e
+    except (TypeError, ValueError) as e:
+        raise GraphBuildError(f"{where}: dims must be a sequence of positive ints such as (16, 4096), got {dims!r}") from e
     if not out or len(out) > MAX_DIMS:
         raise GraphBuildError(f"{where}: tensors have 1 to {MAX_DIMS} dims, got {len(out)} ({dims!r})")
     if any(d <= 0 for d in out) or any(int(d) != d for d in dims):

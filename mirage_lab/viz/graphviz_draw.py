@@ -52,7 +52,8 @@ def _op_label(op: Any) -> str:
     if t == "concat":
         return f"concat(dim={a['dim']})"
     if t == "forloop_accum":
-        return f"accum: {a['acc'] or 'sum (no reduction)'}"
+        # None is Mirage's NO_RED accumulator: acc += x per iteration, no dim reduced.
+        return f"accum: {a['acc'] or 'none (acc += x)'}"
     return t
 
 
@@ -60,16 +61,56 @@ def _shape(t: Any) -> str:
     return f"{t.dtype.name}{fmt(t.dims)}"
 
 
-def draw(graph: KernelGraph, level: str = "all", *, rankdir: str = "TB", metrics: dict[str, Any] | None = None) -> graphviz.Digraph:
+_MISSING_DOT = (
+    "Graphviz's `dot` program is not installed, so the μGraph cannot be drawn; "
+    "install it with `apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` (macOS) "
+    "or `conda install graphviz` (./dev.sh installs it for you). The graph itself is fine: print it, "
+    "or save it with graph.to_json()."
+)
+
+
+class MuGraphDrawing(graphviz.Digraph):
+    """A ``graphviz.Digraph`` whose rendering raises :class:`GraphvizMissingError` when ``dot`` is missing.
+
+    In a notebook it shows as SVG; without ``dot`` it shows the reason as text instead of a traceback.
+    """
+
+    def pipe(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - graphviz's signature
+        try:
+            return super().pipe(*args, **kwargs)
+        except graphviz.ExecutableNotFound as e:
+            raise GraphvizMissingError(_MISSING_DOT) from e
+
+    def render(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
+        try:
+            return super().render(*args, **kwargs)
+        except graphviz.ExecutableNotFound as e:
+            raise GraphvizMissingError(_MISSING_DOT) from e
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None, **kw: Any) -> dict[str, Any]:
+        try:
+            return super()._repr_mimebundle_(include, exclude, **kw)
+        except GraphvizMissingError as e:
+            return {"text/plain": f"{e}\n\n{self.source}"}
+
+
+def draw(graph: KernelGraph, level: str = "all", *, rankdir: str = "TB",
+         metrics: dict[str, Any] | None = None) -> MuGraphDrawing:
     """Build a Graphviz drawing of ``graph`` (no rendering yet; ``dot`` is needed only to render).
 
     ``metrics`` may map kernel op ids (``"op3"``) to a short string shown in the node.
+
+    >>> import mirage_lab as mi
+    >>> from mirage_lab.examples import rms_norm_linear_fused
+    >>> d = mi.draw(rms_norm_linear_fused(), level="block")
+    >>> "forloop_range 32" in d.source
+    True
     """
     if not isinstance(graph, KernelGraph):
         raise MirageLabError(f"draw: expected a KernelGraph, got {type(graph).__name__}")
     if level not in LEVELS:
         raise MirageLabError(f"draw: unknown level {level!r}; use one of {LEVELS}")
-    dot = graphviz.Digraph("mugraph", graph_attr={"rankdir": rankdir, "fontname": "Helvetica", "fontsize": "11",
+    dot = MuGraphDrawing("mugraph", graph_attr={"rankdir": rankdir, "fontname": "Helvetica", "fontsize": "11",
                                                   "compound": "true"},
                            node_attr={"fontname": "Helvetica", "fontsize": "10", "style": "filled,rounded",
                                       "shape": "box"},
@@ -122,7 +163,7 @@ def _draw_block(dot: graphviz.Digraph, op: Any, level: str, src: dict[int, str],
                 if lead.op_type == "input":
                     i = bg.input_ops.index(lead)
                     t = lead.outputs[0]
-                    label = f"load in{i}\n{_shape(t)}\nimap {map_str(lead.attrs['input_map'])}, fmap {lead.attrs['forloop_dim']}"
+                    label = f"load in{i}\n{_shape(t)}\nimap {map_str(lead.attrs['input_map'], bg.grid_dim)}, fmap {lead.attrs['forloop_dim']}"
                     c.node(nid, label, fillcolor=LOADER_FILL)
                     dot.edge(src[op.inputs[i].guid], nid)
                 elif lead.op_type == "output":
@@ -166,7 +207,7 @@ def _block_node(c: Any, bop: Any, bg: Any, nid: str, op: Any, src: dict[int, str
     if bop.op_type == "input":
         i = bg.input_ops.index(bop)
         t = bop.outputs[0]
-        c.node(nid, f"load in{i}: {_shape(t)}\nimap {map_str(bop.attrs['input_map'])}  fmap {bop.attrs['forloop_dim']}",
+        c.node(nid, f"load in{i}: {_shape(t)}\nimap {map_str(bop.attrs['input_map'], bg.grid_dim)}  fmap {bop.attrs['forloop_dim']}",
                fillcolor=LOADER_FILL)
         dot.edge(src[op.inputs[i].guid], nid)
     elif bop.op_type == "output":
@@ -186,12 +227,11 @@ def dot_available() -> bool:
 
 
 def render_svg(dot: graphviz.Digraph) -> str:
-    """Render with the ``dot`` binary to SVG text; a clear error when Graphviz is not installed."""
+    """Render with the ``dot`` binary to SVG text; :class:`GraphvizMissingError` when Graphviz is not installed.
+
+    >>> svg = render_svg(mi.draw(g, "thread"))   # doctest: +SKIP
+    """
     try:
         return dot.pipe(format="svg").decode("utf-8")
     except graphviz.ExecutableNotFound as e:
-        raise GraphvizMissingError(
-            "Graphviz's `dot` program is not installed, so the μGraph cannot be drawn; "
-            "install it with `apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` (macOS) "
-            "or `conda install graphviz`. The graph itself is fine: print it, or save it with graph.to_json()."
-        ) from e
+        raise GraphvizMissingError(_MISSING_DOT) from e
