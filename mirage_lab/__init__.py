@@ -12,6 +12,7 @@ from .ir import (BlockGraph, DTensor, DType, KernelGraph, STensor, ThreadGraph, 
                  new_kernel_graph, new_threadblock_graph)
 from .ir.serialize import MIME_TYPE, from_json, load, save
 from .viz import draw
+from . import expr, verify  # noqa: E402  (subpackages: mi.verify.equivalent, mi.expr.abstract)
 
 __version__ = "0.1.0"
 

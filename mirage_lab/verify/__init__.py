@@ -1,0 +1,17 @@
+"""The probabilistic verifier: μGraph fingerprints over Z_p × Z_q (MIRAGE_SPEC §4).
+
+    >>> import mirage_lab as mi
+    >>> from mirage_lab import examples
+    >>> bool(mi.verify.equivalent(examples.gqa_program(2, 32, 16, 256),
+    ...                           examples.gqa_flashdecoding(2, 32, 16, 256, kv_splits=4, q_blocks=2, forloop_range=2)))
+    True
+
+Modules: :mod:`.field` (the arithmetic, op by op, numpy), :mod:`.cuda_ops` (the same on a
+GPU through Numba-CUDA), :mod:`.fingerprint` (whole graphs), :mod:`.equivalence`.
+"""
+from .equivalence import EquivalenceResult, VerifyError, equivalent, match_outputs
+from .field import P, PQ, Q, FieldError, FieldOps, get_ops
+from .fingerprint import block_op, fingerprint_block_graph, fingerprint_graph, kernel_op, random_inputs
+
+__all__ = ["equivalent", "EquivalenceResult", "VerifyError", "match_outputs", "P", "Q", "PQ", "FieldOps", "FieldError",
+           "get_ops", "random_inputs", "fingerprint_graph", "fingerprint_block_graph", "kernel_op", "block_op"]
