@@ -280,6 +280,18 @@ class KernelGraph:
 
         return content_hash(self)
 
+    def search(self, config: str | None = None, **kw: Any) -> Any:
+        """Search for equivalent μGraphs; an iterator of events (see :func:`mirage_lab.search.search`)."""
+        from ..search import search
+
+        return search(self, config, **kw)
+
+    def superoptimize(self, config: str | None = None, **kw: Any) -> "KernelGraph":
+        """Search and return the best equivalent μGraph (see :func:`mirage_lab.search.superoptimize`)."""
+        from ..search import superoptimize
+
+        return superoptimize(self, config, **kw)
+
     def __repr__(self) -> str:
         from .printing import format_kernel_graph
 

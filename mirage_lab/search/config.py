@@ -1,0 +1,160 @@
+"""Search settings: limits, candidate spaces and presets (MIRAGE_SPEC §2.1–§2.2).
+
+    >>> cfg = SearchConfig.from_args(config="attention")
+    >>> cfg.max_customized_ops
+    2
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+from ..errors import MirageLabError
+
+# The default candidate sets, as Mirage's dim_strategy.cc has them.
+DEFAULT_IMAPS = ((0, -1, 1), (0, 1, -1), (0, 2, -1), (-1, 1, -1))
+NON_ATTENTION_IMAPS = ((-1, -1, -1), (1, -1, -1), (0, -1, -1))
+DEFAULT_OMAPS = ((0, 1, -1), (0, 2, 1), (0, 2, -1), (0, -1, -1), (-1, 2, 1), (-1, 1, -1), (-1, 2, -1),
+                 (-1, -1, -1), (1, -1, -1))
+DEFAULT_FMAPS = (-1, 0, 1, 2)
+DEFAULT_FRANGES = (4, 16, 64)
+GRID_DIVISORS = (8, 16, 32, 64, 128, 256)
+ATTENTION_GRID_DIVISORS = (8, 64, 128, 256)
+
+KERNEL_OPS = ("matmul", "exp", "square", "sqrt", "silu", "gelu", "relu", "clamp", "add", "mul", "div", "pow")
+BLOCK_OPS = ("matmul", "exp", "square", "sqrt", "silu", "gelu", "relu", "clamp", "add", "mul", "div", "pow",
+             "rms_norm")
+BLOCK_ACCUMS = (None, "sum", "rms")
+
+PRESETS = ("attention", "mlp", "lora", None)
+
+
+class SearchConfigError(MirageLabError, ValueError):
+    """A search setting is out of range or of the wrong kind."""
+
+
+def _maps(value: Any, name: str) -> tuple[tuple[int, int, int], ...] | None:
+    if value is None:
+        return None
+    try:
+        out = tuple(tuple(int(v) for v in m) for m in value)
+    except TypeError as e:
+        raise SearchConfigError(f"{name} must be a list of 3-tuples, got {value!r}") from e
+    if any(len(m) != 3 for m in out):
+        raise SearchConfigError(f"{name} must be a list of 3-tuples (x, y, z), got {value!r}")
+    return out  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Everything that shapes the search space. Frozen and hashable: checkpoints record its hash."""
+
+    max_kernel_ops: int = 5            # counts input ops, as Mirage
+    max_block_ops: int = 9             # counts input loaders, as Mirage
+    max_block_outputs: int = 2
+    max_block_inputs: int = 3
+    max_customized_ops: int = 1
+    smem_limit: int = 96 * 1024
+    min_blocks: int = 32
+    max_blocks: int = 4096
+    block_dim: tuple[int, int, int] = (128, 1, 1)
+    reduction_dimx: int = 64
+    config: str | None = None
+    griddims: tuple[tuple[int, int, int], ...] | None = None
+    imaps: tuple[tuple[int, int, int], ...] | None = None
+    omaps: tuple[tuple[int, int, int], ...] | None = None
+    fmaps: tuple[int, ...] | None = None
+    franges: tuple[int, ...] | None = None
+    kernel_ops: tuple[str, ...] = KERNEL_OPS
+    block_ops: tuple[str, ...] = BLOCK_OPS
+    block_accums: tuple[str | None, ...] = BLOCK_ACCUMS
+    two_d_grids: bool = False
+    search_tests: int = 1              # random tests per fingerprint inside the search
+    verify_tests: int = 2              # random tests to confirm a candidate
+    seed: int = 0
+    dedup: bool = True
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @classmethod
+    def from_args(cls, config: str | None = None, *, griddims: Any = None, imaps: Any = None, omaps: Any = None,
+                  fmaps: Any = None, franges: Any = None, blockdims: Any = None, **limits: Any) -> "SearchConfig":
+        """Build from Mirage-style ``superoptimize`` arguments plus limit overrides."""
+        if config not in PRESETS:
+            raise SearchConfigError(f"config={config!r} is not a preset; use one of 'attention', 'mlp', 'lora' or None")
+        if blockdims is not None and tuple(blockdims) not in ((128, 1, 1), ((128, 1, 1),)):
+            raise SearchConfigError("blockdims: the search always uses 128-thread blocks (as Mirage); leave it None")
+        kw: dict[str, Any] = {"config": config}
+        if config == "attention":
+            kw.update(max_customized_ops=2, two_d_grids=True, block_accums=BLOCK_ACCUMS + ("sum_todimx",))
+        if config == "lora":
+            kw.update(max_block_inputs=4)
+        kw.update(griddims=_maps(griddims, "griddims"), imaps=_maps(imaps, "imaps"), omaps=_maps(omaps, "omaps"))
+        if fmaps is not None:
+            kw["fmaps"] = tuple(int(f) for f in fmaps)
+        if franges is not None:
+            kw["franges"] = tuple(int(f) for f in franges)
+            if any(f <= 0 for f in kw["franges"]):
+                raise SearchConfigError(f"franges must be positive ints, got {franges!r}")
+        known = {f for f in cls.__dataclass_fields__}
+        for k, v in limits.items():
+            if k not in known or k in ("extra", "config"):
+                raise SearchConfigError(f"unknown search setting {k!r}; known: {sorted(known - {'extra', 'config'})}")
+            if k.startswith("max_") and (not isinstance(v, int) or v < 0):
+                raise SearchConfigError(f"{k} must be a non-negative int, got {v!r}")
+            kw[k] = tuple(v) if isinstance(v, list) else v
+        return cls(**kw)
+
+    def fingerprint(self) -> str:
+        d = asdict(self)
+        d.pop("extra", None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    # ----------------------------------------------------------------- candidate spaces
+    def grid_candidates(self, input_dims: Sequence[Sequence[int]]) -> list[tuple[int, int, int]]:
+        """Grid dims to try for a customized op over inputs of these shapes (dim_strategy.cc)."""
+        grids: list[tuple[int, int, int]] = list(self.griddims or ())
+        distinct = sorted({d for dims in input_dims for d in dims})
+        for d in distinct:
+            for x in GRID_DIVISORS:
+                if d % x == 0:
+                    grids.append((d // x, 1, 1))
+        if self.two_d_grids:
+            batch = input_dims[0][0]
+            for d in distinct:
+                for y in ATTENTION_GRID_DIVISORS:
+                    if d % y == 0:
+                        grids.append((batch, d // y, 1))
+            if len(input_dims) > 2:
+                grids.append((batch, 16, 4))
+        out = []
+        for g in grids:
+            n = g[0] * g[1] * g[2]
+            if (self.griddims and g in self.griddims) or self.min_blocks <= n <= self.max_blocks:
+                out.append(g)
+        ranks = {len(d) for d in input_dims}
+        if ranks in ({2}, {3}):
+            out.append((input_dims[0][0], 1, 1))
+        seen: set = set()
+        return [g for g in out if not (g in seen or seen.add(g))]
+
+    def imap_candidates(self) -> tuple[tuple[int, int, int], ...]:
+        if self.imaps is not None:
+            return self.imaps
+        return DEFAULT_IMAPS if self.config == "attention" else DEFAULT_IMAPS + NON_ATTENTION_IMAPS
+
+    def omap_candidates(self) -> tuple[tuple[int, int, int], ...]:
+        extra = tuple(m for m in (self.omaps or ()) if m not in DEFAULT_OMAPS)
+        return extra + DEFAULT_OMAPS
+
+    def fmap_candidates(self) -> tuple[int, ...]:
+        return self.fmaps if self.fmaps is not None else DEFAULT_FMAPS
+
+    def frange_candidates(self) -> tuple[int, ...]:
+        return self.franges if self.franges is not None else DEFAULT_FRANGES
+
+
+def normalize_map(m: Iterable[int], grid: Sequence[int]) -> tuple[int, int, int]:
+    """Axes of size 1 split nothing: their entry becomes -1 (so equal maps compare equal)."""
+    return tuple(-1 if grid[a] == 1 else int(v) for a, v in enumerate(m))  # type: ignore[return-value]

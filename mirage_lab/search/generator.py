@@ -1,0 +1,563 @@
+"""The μGraph generator: a depth-first search over kernel- and block-level ops (MIRAGE_SPEC §2.3).
+
+The search works on compact states, not IR objects. A tensor of a partial μGraph is a
+:class:`Node`: its shape, its fingerprint array (computed once, when the op is pushed) and
+its abstract expression. Ops are plain tuples. IR graphs are built only for candidates
+(:mod:`.build`).
+
+Each step adds one op whose ``(input indices, op type)`` key is strictly greater than the
+last op's (Mirage's canonical order), after three checks: shapes, the abstract-expression
+oracle (the new tensor must be a subexpression of a target output), and deduplication
+(a tensor equal to one the state already has, or a state already visited in this
+subtree, is dropped). Every kernel-level state whose unused tensors number as many as the
+target's outputs is compared with the target by fingerprints; a match is a candidate, and
+its subtree is not expanded further.
+
+The search is split into independent subtrees (:class:`Task`): one per first choice at the
+root. A task is deterministic, so the union of results does not depend on how tasks are
+spread over workers.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from ..expr import terms as E
+from ..ir.kernel_graph import KernelGraph
+from ..verify import field as F
+from . import tiles
+from .config import SearchConfig, normalize_map
+from .events import SearchStats
+
+UNARY = ("exp", "square", "sqrt", "silu", "gelu", "relu", "clamp")
+BINARY = ("add", "mul", "div", "pow")
+# Head symbols an op introduces into an abstract expression: an op whose symbol the
+# target never uses cannot produce a subexpression of it, whatever the axioms say.
+HEAD = {"exp": "exp", "square": "square", "sqrt": "sqrt", "silu": "silu", "gelu": "gelu", "relu": "relu",
+        "clamp": "clamp", "add": "add", "mul": "mul", "div": "div", "pow": "pow", "matmul": "mul",
+        "rms_norm": "rms", "rms": "rms"}
+TYPE_RANK = {t: i for i, t in enumerate(("matmul", "exp", "square", "sqrt", "silu", "gelu", "relu", "clamp", "add",
+                                          "mul", "div", "pow", "rms_norm", "accum", "customized"))}
+
+
+# --------------------------------------------------------------------------- state
+@dataclass
+class Node:
+    """A tensor of a partial μGraph: kernel-level (``dims`` = full shape) or a block tile."""
+
+    dims: tuple[int, ...]
+    fp: np.ndarray
+    expr: Any
+    after_accum: bool = False
+    is_input: bool = False
+
+    def key(self) -> tuple:
+        return (self.dims, self.after_accum, self.fp.shape, hashlib.blake2b(np.ascontiguousarray(self.fp).tobytes(),
+                                                                             digest_size=12).digest())
+
+
+def order_key(inputs: Sequence[int], op_type: str) -> tuple:
+    """Mirage's Order(input indices, op type): lexicographic on indices, then the type."""
+    return (tuple(inputs), TYPE_RANK[op_type])
+
+
+@dataclass
+class BlockRoot:
+    """The first choice of a customized op: its inputs and how they are tiled."""
+
+    inputs: tuple[int, ...]
+    grid: tuple[int, int, int]
+    imaps: tuple[tuple[int, int, int], ...]
+    fmaps: tuple[int, ...]
+    frange: int
+
+
+@dataclass
+class Task:
+    """An independent subtree: the root's first op (a kernel op tuple, or a :class:`BlockRoot`)."""
+
+    index: int
+    kind: str                      # "kernel" | "block"
+    op: Any
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.index}:{self.kind}:{self.op!r}"
+
+
+@dataclass
+class Hit:
+    """A candidate as plain data: the kernel ops after the inputs (see :mod:`.build`)."""
+
+    ops: list[tuple]
+    output_perm: tuple[int, ...]
+    leaves: tuple[int, ...]
+
+
+# --------------------------------------------------------------------------- the target
+class Target:
+    """What the search must reproduce: input shapes, output fingerprints and expressions."""
+
+    def __init__(self, graph: KernelGraph, cfg: SearchConfig, oracle: Any | None = None):
+        from ..expr import SubexprOracle, abstract_graph
+        from ..verify.fingerprint import fingerprint_graph, random_inputs
+
+        self.graph = graph
+        self.cfg = cfg
+        self.input_dims = [t.dims for t in graph.inputs]
+        self.dtype = graph.inputs[0].dtype
+        self.inputs_fp = random_inputs(graph, tests=cfg.search_tests, seed=cfg.seed)
+        self.outputs_fp = fingerprint_graph(graph, self.inputs_fp)
+        self.output_dims = [t.dims for t in graph.outputs]
+        exprs = abstract_graph(graph)
+        self.input_exprs = [exprs[t.guid] for t in graph.inputs]
+        self.output_exprs = [exprs[t.guid] for t in graph.outputs]
+        self.oracle = oracle or SubexprOracle(self.output_exprs)
+        self.symbols = set()
+        for e in self.output_exprs:
+            self.symbols |= E.head_symbols(e)
+        self.clamp_bounds = sorted({(op.attrs["lo"], op.attrs["hi"]) for op in graph.ops if op.op_type == "clamp"})
+        self.output_keys = [(d, fp.tobytes()) for d, fp in zip(self.output_dims, self.outputs_fp)]
+
+    def match(self, leaves: Sequence[Node]) -> tuple[int, ...] | None:
+        """The permutation mapping target outputs to ``leaves`` whose fingerprints agree, if any."""
+        n = len(self.output_dims)
+        for perm in itertools.permutations(range(n)):
+            if all(leaves[perm[i]].dims == self.output_dims[i] and
+                   np.array_equal(leaves[perm[i]].fp, self.outputs_fp[i]) for i in range(n)):
+                return perm
+        return None
+
+
+# --------------------------------------------------------------------------- the search
+class Cancelled(Exception):
+    pass
+
+
+class Generator:
+    """Runs tasks of one search. ``on_hit`` is called with each candidate as it is found."""
+
+    def __init__(self, target: Target, cfg: SearchConfig, *, should_stop: Callable[[], bool] | None = None,
+                 on_hit: Callable[[Hit], None] | None = None, on_progress: Callable[[SearchStats], None] | None = None):
+        self.t = target
+        self.cfg = cfg
+        self.should_stop = should_stop or (lambda: False)
+        self.on_hit = on_hit or (lambda h: None)
+        self.on_progress = on_progress or (lambda s: None)
+        self.stats = SearchStats()
+        self._last_poll = time.monotonic()
+        self._expr_cache: dict[Any, bool] = {}
+
+    # ----------------------------------------------------------------- tasks
+    def root_nodes(self) -> list[Node]:
+        return [Node(d, fp, e, is_input=True) for d, fp, e in zip(self.t.input_dims, self.t.inputs_fp, self.t.input_exprs)]
+
+    def tasks(self) -> list[Task]:
+        """The root's first choices, in a fixed order: kernel ops, then customized-op roots."""
+        nodes = self.root_nodes()
+        out: list[Task] = []
+        for op in self._kernel_op_choices(nodes, None):
+            out.append(Task(len(out), "kernel", op))
+        if self.cfg.max_customized_ops > 0 and len(nodes) < self.cfg.max_kernel_ops:
+            for root in self._block_roots(nodes, None):
+                out.append(Task(len(out), "block", root))
+        return out
+
+    def run_task(self, task: Task) -> list[Hit]:
+        """Explore one subtree; returns its candidates (also passed to ``on_hit`` as found)."""
+        self.hits: list[Hit] = []
+        self.seen_kernel: set = set()
+        nodes = self.root_nodes()
+        kops: list[tuple] = []
+        if task.kind == "kernel":
+            self._try_kernel_op(nodes, kops, task.op)
+        else:
+            self._start_block(nodes, kops, task.op)
+        return self.hits
+
+    def _poll(self) -> None:
+        now = time.monotonic()
+        if now - self._last_poll > 0.2:
+            self._last_poll = now
+            self.on_progress(self.stats)
+            if self.should_stop():
+                raise Cancelled()
+
+    # ----------------------------------------------------------------- oracle
+    def _expr_ok(self, op_type: str, expr: Any) -> bool:
+        if HEAD.get(op_type) and HEAD[op_type] not in self.t.symbols:
+            self.stats.pruned_expr += 1
+            return False
+        ok = self._expr_cache.get(expr)
+        if ok is None:
+            ok = self.t.oracle.check(expr)
+            self._expr_cache[expr] = ok
+        if not ok:
+            self.stats.pruned_expr += 1
+        return ok
+
+    # ----------------------------------------------------------------- kernel level
+    def _leaves(self, nodes: list[Node], ops: list[tuple]) -> list[int]:
+        used = set()
+        for op in ops:
+            used.update(op[1])
+        return [i for i, n in enumerate(nodes) if not n.is_input and i not in used]
+
+    def _kernel_state(self, nodes: list[Node], ops: list[tuple]) -> None:
+        self.stats.states += 1
+        self._poll()
+        if ops:
+            leaves = self._leaves(nodes, ops)
+            if len(leaves) == len(self.t.output_dims):
+                self.stats.fingerprint_tests += 1
+                perm = self.t.match([nodes[i] for i in leaves])
+                if perm is not None:
+                    hit = Hit(list(ops), perm, tuple(leaves))
+                    self.stats.candidates += 1
+                    self.hits.append(hit)
+                    self.on_hit(hit)
+                    return
+        if len(self.t.input_dims) + len(ops) >= self.cfg.max_kernel_ops:
+            return
+        for op in self._kernel_op_choices(nodes, ops):
+            self._try_kernel_op(nodes, ops, op)
+        n_custom = sum(1 for op in ops if op[0] == "customized")
+        if n_custom < self.cfg.max_customized_ops:
+            for root in self._block_roots(nodes, ops):
+                self._start_block(nodes, ops, root)
+
+    def _last_key(self, ops: list[tuple] | None) -> tuple | None:
+        if not ops:
+            return None
+        op = ops[-1]
+        return order_key(op[1], op[0])
+
+    def _kernel_op_choices(self, nodes: list[Node], ops: list[tuple] | None) -> Iterator[tuple]:
+        last = self._last_key(ops)
+        n = len(nodes)
+        for typ in self.cfg.kernel_ops:
+            if typ in UNARY:
+                cands: Iterator[tuple[int, ...]] = ((i,) for i in range(n))
+            else:
+                cands = itertools.product(range(n), repeat=2)
+            for ins in cands:
+                if last is not None and order_key(ins, typ) <= last:
+                    continue
+                if typ == "clamp":
+                    for lo, hi in self.t.clamp_bounds:
+                        yield (typ, ins, (("hi", hi), ("lo", lo)))
+                else:
+                    yield (typ, ins, ())
+
+    def _try_kernel_op(self, nodes: list[Node], ops: list[tuple], op: tuple) -> None:
+        typ, ins, attrs = op
+        a = nodes[ins[0]]
+        b = nodes[ins[1]] if len(ins) > 1 else None
+        dims = _out_dims(typ, a.dims, b.dims if b else None, batch_one=False)
+        if dims is None:
+            self.stats.pruned_other += 1
+            return
+        expr = E.for_op(typ, [a.expr] + ([b.expr] if b else []), [a.dims] + ([b.dims] if b else []), dict(attrs))
+        if not self._expr_ok(typ, expr):
+            return
+        fp = _fp_op(typ, a.fp, b.fp if b else None, dict(attrs), lead=1)
+        node = Node(dims, fp, expr)
+        if not self._push_kernel(nodes, ops, [node], op):
+            return
+        self._kernel_state(nodes, ops)
+        del nodes[-1]
+        ops.pop()
+
+    def _push_kernel(self, nodes: list[Node], ops: list[tuple], new: list[Node], op: tuple) -> bool:
+        if self.cfg.dedup:
+            keys = {n.key() for n in nodes}
+            if any(n.key() in keys for n in new):
+                self.stats.pruned_dedup += 1
+                return False
+            state_key = frozenset(keys | {n.key() for n in new})
+            if state_key in self.seen_kernel:
+                self.stats.pruned_dedup += 1
+                return False
+            self.seen_kernel.add(state_key)
+        nodes.extend(new)
+        ops.append(op)
+        return True
+
+    # ----------------------------------------------------------------- customized-op roots
+    def _block_roots(self, nodes: list[Node], ops: list[tuple] | None) -> Iterator[BlockRoot]:
+        cfg = self.cfg
+        last = self._last_key(ops)
+        n = len(nodes)
+        for size in range(1, min(cfg.max_block_inputs, n) + 1):
+            for ins in itertools.combinations(range(n), size):
+                if last is not None and order_key(ins, "customized") <= last:
+                    continue
+                dims = [nodes[i].dims for i in ins]
+                for grid in cfg.grid_candidates(dims):
+                    for imaps in self._imap_combos(dims, grid):
+                        for fmaps in self._fmap_combos(dims, grid, imaps):
+                            for fr in self._franges(dims, grid, imaps, fmaps):
+                                if self._loader_smem(dims, grid, imaps, fmaps, fr) > cfg.smem_limit:
+                                    self.stats.pruned_other += 1
+                                    continue
+                                yield BlockRoot(ins, grid, imaps, fmaps, fr)
+
+    def _imap_combos(self, dims: list[tuple[int, ...]], grid: tuple[int, int, int]) -> Iterator[tuple]:
+        per_input = []
+        for d in dims:
+            opts = []
+            for m in self.cfg.imap_candidates():
+                if any(m[a] >= len(d) for a in range(3)):
+                    continue
+                if any(grid[a] == 1 and m[a] >= 0 for a in range(3)):
+                    continue  # maps an axis of size 1 (Mirage skips these)
+                used = [k for k in m if k >= 0]
+                if len(used) != len(set(used)):
+                    continue
+                if any(m[a] >= 0 and d[m[a]] % grid[a] for a in range(3)):
+                    continue
+                nm = normalize_map(m, grid)
+                if nm not in opts:
+                    opts.append(nm)
+            per_input.append(opts)
+        for combo in itertools.product(*per_input):
+            # Every grid axis > 1 must split at least one input, or its blocks all do the same work.
+            if all(grid[a] == 1 or any(m[a] >= 0 for m in combo) for a in range(3)):
+                yield combo
+
+    def _fmap_combos(self, dims: list[tuple[int, ...]], grid: tuple, imaps: tuple) -> Iterator[tuple[int, ...]]:
+        per_input = []
+        for d in dims:
+            opts = [f for f in self.cfg.fmap_candidates() if f == -1 or (f < len(d) and d[f] > 1)]
+            per_input.append(opts)
+        yield from itertools.product(*per_input)
+
+    def _franges(self, dims: list, grid: tuple, imaps: tuple, fmaps: tuple) -> list[int]:
+        if all(f == -1 for f in fmaps):
+            return [1]
+        out = []
+        for x in self.cfg.frange_candidates():
+            ok = True
+            for d, m, f in zip(dims, imaps, fmaps):
+                if f < 0:
+                    continue
+                n = d[f]
+                for a in range(3):
+                    if m[a] == f:
+                        n //= grid[a]
+                if n % x:
+                    ok = False
+                    break
+            if ok:
+                out.append(x)
+        return out
+
+    def _loader_smem(self, dims: list, grid: tuple, imaps: tuple, fmaps: tuple, fr: int) -> int:
+        total = 0
+        for d, m, f in zip(dims, imaps, fmaps):
+            total += int(np.prod(_tile(d, grid, m, f, fr))) * self.t.dtype.itemsize
+        return total
+
+    # ----------------------------------------------------------------- block level
+    def _start_block(self, nodes: list[Node], kops: list[tuple], root: BlockRoot) -> None:
+        bnodes = []
+        for i, m, f in zip(root.inputs, root.imaps, root.fmaps):
+            src = nodes[i]
+            tile = _tile(src.dims, root.grid, m, f, root.frange)
+            fp = tiles.load_view(src.fp, root.grid, m, f, root.frange)
+            bnodes.append(Node(tile, fp, src.expr, after_accum=False, is_input=True))
+        self.seen_block: set = set()
+        self._block_state(nodes, kops, root, bnodes, [])
+
+    def _block_state(self, nodes: list[Node], kops: list[tuple], root: BlockRoot, bnodes: list[Node],
+                     bops: list[tuple]) -> None:
+        self.stats.states += 1
+        self._poll()
+        cfg = self.cfg
+        # B1: close the block graph when every unused tile is computed after the loop.
+        used = set()
+        for op in bops:
+            used.update(op[1])
+        leaves = [i for i in range(len(bnodes)) if i not in used]
+        if bops and all(not bnodes[i].is_input and bnodes[i].after_accum for i in leaves) \
+                and len(leaves) <= cfg.max_block_outputs:
+            self._close_block(nodes, kops, root, bnodes, bops, leaves)
+        # B2: add one more block op.
+        if len(root.inputs) + len(bops) < cfg.max_block_ops:
+            last = order_key(bops[-1][1], bops[-1][0]) if bops else None
+            for op in self._block_op_choices(len(bnodes), last):
+                self._try_block_op(nodes, kops, root, bnodes, bops, op)
+
+    def _block_op_choices(self, n: int, last: tuple | None) -> Iterator[tuple]:
+        cfg = self.cfg
+        for typ in cfg.block_ops:
+            if typ in UNARY or typ == "rms_norm":
+                cands: Iterator[tuple[int, ...]] = ((i,) for i in range(n))
+            else:
+                cands = itertools.product(range(n), repeat=2)
+            for ins in cands:
+                if last is not None and order_key(ins, typ) <= last:
+                    continue
+                if typ == "clamp":
+                    for lo, hi in self.t.clamp_bounds:
+                        yield (typ, ins, (("hi", hi), ("lo", lo)))
+                else:
+                    yield (typ, ins, ())
+        for acc in cfg.block_accums:
+            for i in range(n):
+                if last is not None and order_key((i,), "accum") <= last:
+                    continue
+                yield ("accum", (i,), (("acc", acc),))
+
+    def _try_block_op(self, nodes: list[Node], kops: list[tuple], root: BlockRoot, bnodes: list[Node],
+                      bops: list[tuple], op: tuple) -> None:
+        typ, ins, attrs = op
+        a = bnodes[ins[0]]
+        b = bnodes[ins[1]] if len(ins) > 1 else None
+        ad = dict(attrs)
+        if b is not None and a.after_accum != b.after_accum:
+            self.stats.pruned_other += 1
+            return
+        if typ == "accum":
+            acc = ad["acc"]
+            if a.after_accum:
+                return
+            w = a.dims[-1]
+            if acc == "sum_todimx":
+                if w % self.cfg.reduction_dimx or w == self.cfg.reduction_dimx:
+                    self.stats.pruned_other += 1
+                    return
+                dims = a.dims[:-1] + (self.cfg.reduction_dimx,)
+            elif acc is None:
+                dims = a.dims
+            else:
+                dims = a.dims[:-1] + (1,)
+            expr = E.for_accum(acc, a.expr, root.frange, w, self.cfg.reduction_dimx)
+            if not self._expr_ok("rms" if acc == "rms" else "accum", expr):
+                return
+            fp = F.accum(acc, a.fp, tiles.LEAD - 1, root.frange, w, self.cfg.reduction_dimx)
+            node = Node(dims, fp, expr, after_accum=True)
+        else:
+            dims = _out_dims(typ, a.dims, b.dims if b else None, batch_one=True)
+            if dims is None:
+                self.stats.pruned_other += 1
+                return
+            expr = E.for_op(typ, [a.expr] + ([b.expr] if b else []), [a.dims] + ([b.dims] if b else []), ad)
+            if not self._expr_ok(typ, expr):
+                return
+            lead = tiles.LEAD_POST if a.after_accum else tiles.LEAD
+            fp = _fp_op(typ, a.fp, b.fp if b else None, ad, lead=lead)
+            node = Node(dims, fp, expr, after_accum=a.after_accum)
+        if self._smem(bnodes, bops, node, typ, ad) > self.cfg.smem_limit:
+            self.stats.pruned_other += 1
+            return
+        if self.cfg.dedup:
+            keys = {n.key() for n in bnodes}
+            k = node.key()
+            if k in keys:
+                self.stats.pruned_dedup += 1
+                return
+            skey = (root.inputs, frozenset(keys | {k}))
+            if skey in self.seen_block:
+                self.stats.pruned_dedup += 1
+                return
+            self.seen_block.add(skey)
+        bnodes.append(node)
+        bops.append(op)
+        self._block_state(nodes, kops, root, bnodes, bops)
+        bnodes.pop()
+        bops.pop()
+
+    def _smem(self, bnodes: list[Node], bops: list[tuple], new: Node, typ: str, attrs: dict) -> int:
+        # Mirage's heuristic: loaders and non-in-place op outputs; unary ops and plain accumulators are free.
+        item = self.t.dtype.itemsize
+        total = sum(int(np.prod(n.dims)) for n in bnodes if n.is_input) * item
+        for n, op in zip(bnodes[len(bnodes) - len(bops):], bops):
+            if op[0] in UNARY or (op[0] == "accum" and dict(op[2])["acc"] is None):
+                continue
+            total += int(np.prod(n.dims)) * item
+        if not (typ in UNARY or (typ == "accum" and attrs.get("acc") is None)):
+            total += int(np.prod(new.dims)) * item
+        return total
+
+    def _close_block(self, nodes: list[Node], kops: list[tuple], root: BlockRoot, bnodes: list[Node],
+                     bops: list[tuple], leaves: list[int]) -> None:
+        grid = root.grid
+        seen: set = set()
+        for om in self.cfg.omap_candidates():
+            om = normalize_map(om, grid)
+            if om in seen:
+                continue
+            seen.add(om)
+            if any(grid[a] > 1 and om[a] < 0 for a in range(3)):
+                continue
+            used = [k for k in om if k >= 0]
+            if len(used) != len(set(used)):
+                continue
+            if any(om[a] >= len(bnodes[i].dims) for i in leaves for a in range(3)):
+                continue
+            new = []
+            for i in leaves:
+                bn = bnodes[i]
+                out_dims = list(bn.dims)
+                for a in range(3):
+                    if om[a] >= 0:
+                        out_dims[om[a]] *= grid[a]
+                fp = tiles.save_full(bn.fp, grid, om, out_dims)
+                new.append(Node(tuple(out_dims), fp, bn.expr))
+            op = ("customized", root.inputs, (("bops", tuple(bops)), ("fmaps", root.fmaps), ("frange", root.frange),
+                                              ("grid", grid), ("imaps", root.imaps), ("omap", om),
+                                              ("outputs", tuple(leaves))))
+            if not self._push_kernel(nodes, kops, new, op):
+                continue
+            saved_seen = self.seen_block
+            self._kernel_state(nodes, kops)
+            self.seen_block = saved_seen
+            del nodes[len(nodes) - len(new):]
+            kops.pop()
+
+
+# --------------------------------------------------------------------------- shapes and fingerprints
+def _tile(dims: Sequence[int], grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> tuple[int, ...]:
+    t = list(dims)
+    for a in range(3):
+        if grid[a] > 1 and imap[a] >= 0:
+            t[imap[a]] //= grid[a]
+    if fmap >= 0:
+        t[fmap] //= frange
+    return tuple(t)
+
+
+def _out_dims(typ: str, a: tuple, b: tuple | None, batch_one: bool) -> tuple[int, ...] | None:
+    if typ == "matmul":
+        assert b is not None
+        if len(a) < 2 or len(a) != len(b) or a[:-2] != b[:-2] or a[-1] != b[-2]:
+            return None
+        if batch_one and any(d != 1 for d in a[:-2]):
+            return None
+        return a[:-1] + (b[-1],)
+    if b is None:
+        return a
+    if len(a) != len(b):
+        return None
+    out = []
+    for x, y in zip(a, b):
+        if x != y and x != 1 and y != 1:
+            return None
+        out.append(max(x, y))
+    return tuple(out)
+
+
+def _fp_op(typ: str, a: np.ndarray, b: np.ndarray | None, attrs: dict, lead: int) -> np.ndarray:
+    if typ == "matmul":
+        return tiles.matmul(a, b)
+    if typ == "rms_norm":
+        return F.rms_norm(a)
+    if b is None:
+        return F.unary(typ, a, attrs)
+    return F.binary(typ, a, b)

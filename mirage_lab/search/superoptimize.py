@@ -1,0 +1,77 @@
+"""``superoptimize``: run the search to the end and return the best candidate.
+
+    >>> best = mi.superoptimize(g)              # doctest: +SKIP
+    >>> best.search_result.stats.candidates     # doctest: +SKIP
+    3
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import MirageLabError
+from ..ir.kernel_graph import KernelGraph
+from .cost import StaticCost, static_cost
+from .events import CandidateFound, Finished, SearchError, SearchStats
+from .runner import search
+
+
+class NoCandidateError(MirageLabError, RuntimeError):
+    """The search ended without finding a μGraph equivalent to the program."""
+
+
+@dataclass
+class SearchResult:
+    """Everything a finished search produced: candidates (in the order found), costs, stats."""
+
+    program: KernelGraph
+    candidates: list[KernelGraph]
+    costs: list[StaticCost]
+    stats: SearchStats
+    cancelled: bool = False
+    errors: list[str] = field(default_factory=list)
+    measurements: dict[str, Any] = field(default_factory=dict)
+
+    def ranked(self) -> list[KernelGraph]:
+        """Candidates by static cost: fewer kernels, then fewer bytes moved."""
+        order = sorted(range(len(self.candidates)), key=lambda i: (self.costs[i], i))
+        return [self.candidates[i] for i in order]
+
+    @property
+    def best(self) -> KernelGraph:
+        if not self.candidates:
+            raise NoCandidateError(
+                "the search found no equivalent μGraph; widen it (config=..., max_block_ops=..., griddims=...) "
+                f"— it visited {self.stats.states} states"
+            )
+        return self.ranked()[0]
+
+
+def run_search(graph: KernelGraph, config: str | None = None, *, on_event: Callable[[Any], None] | None = None,
+               **kw: Any) -> SearchResult:
+    """Run :func:`search` to the end, collecting its events into a :class:`SearchResult`."""
+    cands: list[KernelGraph] = []
+    errors: list[str] = []
+    final: Finished | None = None
+    for ev in search(graph, config, **kw):
+        if on_event is not None:
+            on_event(ev)
+        if isinstance(ev, CandidateFound):
+            cands.append(ev.graph)
+        elif isinstance(ev, SearchError):
+            errors.append(ev.message)
+        elif isinstance(ev, Finished):
+            final = ev
+    assert final is not None
+    return SearchResult(graph, cands, [static_cost(c) for c in cands], final.stats, final.cancelled, errors)
+
+
+def superoptimize(graph: KernelGraph, config: str | None = None, **kw: Any) -> KernelGraph:
+    """Search and return the best μGraph (by static cost until GPU timings are available).
+
+    The returned graph carries the whole :class:`SearchResult` as ``.search_result``.
+    """
+    res = run_search(graph, config, **kw)
+    best = res.best
+    best.search_result = res  # type: ignore[attr-defined]
+    return best

@@ -1,0 +1,97 @@
+"""Fingerprint arrays of block-level tiles in the search's broadcast layout.
+
+The search evaluates a block graph for every block and iteration at once. A tile tensor
+is held as ``[k, gx, gy, gz, R, *tile]`` before the loop's accumulation and
+``[k, gx, gy, gz, *tile]`` after it (``k`` random tests, ``R`` iterations). Axes along which
+a tile does not vary (a replicated grid axis, an input not split by the loop) keep size
+1 and broadcast, so a tile that every block shares is computed once, and loaders are
+views, not copies. Results are exactly those of the interpreter's per-block rules.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..verify import field as F
+
+LEAD = 5   # k, gx, gy, gz, R before accumulation
+LEAD_POST = 4
+
+
+def load_view(fp: np.ndarray, grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> np.ndarray:
+    """A DTensor fingerprint ``[k, *dims]`` seen as tiles ``[k, gx|1, gy|1, gz|1, R|1, *tile]``.
+
+    Dim ``d`` splits as ``(grid_a, R, tile)`` when grid axis ``a`` maps to it and it is the
+    loop dim (tile index ``b_a * R + i``), as MIRAGE_SPEC §1.3 says.
+    """
+    k = fp.shape[0]
+    view = [k]
+    labels: list[tuple[str, int]] = [("k", 0)]
+    for d, n in enumerate(fp.shape[1:]):
+        a = next((a for a in range(3) if grid[a] > 1 and imap[a] == d), None)
+        t = n
+        if a is not None:
+            view.append(grid[a]); labels.append(("g", a)); t //= grid[a]
+        if fmap == d:
+            view.append(frange); labels.append(("r", 0)); t //= frange
+        view.append(t); labels.append(("t", d))
+    v = fp.reshape(view)
+    want = [("k", 0), ("g", 0), ("g", 1), ("g", 2), ("r", 0)]
+    order = [labels.index(w) for w in want if w in labels] + [i for i, lab in enumerate(labels) if lab[0] == "t"]
+    v = v.transpose(order)
+    shape = []
+    it = iter(v.shape)
+    for w in want:
+        shape.append(next(it) if w in labels else 1)
+    shape.extend(it)
+    return v.reshape(shape)
+
+
+def save_full(tile: np.ndarray, grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]) -> np.ndarray:
+    """Post-loop tiles ``[k, gx, gy, gz, *tile]`` (maybe broadcast) -> the output DTensor ``[k, *out_dims]``."""
+    k = tile.shape[0]
+    rank = tile.ndim - LEAD_POST
+    full = np.broadcast_to(tile, (k, grid[0], grid[1], grid[2]) + tile.shape[LEAD_POST:])
+    order = [0]
+    for d in range(rank):
+        for a in range(3):
+            if grid[a] > 1 and omap[a] == d:
+                order.append(1 + a)
+        order.append(LEAD_POST + d)
+    unmapped = [1 + a for a in range(3) if 1 + a not in order]
+    v = full.transpose(unmapped + order)
+    v = v.reshape(v.shape[len(unmapped):])
+    return np.ascontiguousarray(v).reshape((k,) + tuple(out_dims))
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Batched ``a @ b`` over broadcast leading axes, in Z_pq.
+
+    A batch axis where one operand has size 1 and the other does not is folded into that
+    other operand's row (or column) dimension, so one large product replaces many small
+    ones: e.g. a tile of X shared by 256 blocks times 256 different tiles of W becomes one
+    ``[m,k] x [k, 256 n]`` product.
+    """
+    nb = max(a.ndim, b.ndim) - 2
+    a = a.reshape((1,) * (nb - (a.ndim - 2)) + a.shape)
+    b = b.reshape((1,) * (nb - (b.ndim - 2)) + b.shape)
+    fold_b = [i for i in range(nb) if a.shape[i] == 1 and b.shape[i] > 1]   # b varies, a shared
+    fold_a = [i for i in range(nb) if b.shape[i] == 1 and a.shape[i] > 1]   # a varies, b shared
+    keep = [i for i in range(nb) if i not in fold_a and i not in fold_b]
+    m, kk, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    # a: [keep..., fold_a..., m, k] -> [keep..., FA*m, k]
+    at = a.transpose(keep + fold_b + fold_a + [nb, nb + 1])
+    fa = int(np.prod([a.shape[i] for i in fold_a])) if fold_a else 1
+    at = at.reshape(at.shape[: len(keep)] + (fa * m, kk))   # fold_b axes have size 1 in a
+    # b: [keep..., fold_b..., k, n] -> [keep..., k, FB*n]
+    bt = b.transpose(keep + fold_a + [nb] + fold_b + [nb + 1])
+    fb = int(np.prod([b.shape[i] for i in fold_b])) if fold_b else 1
+    bt = bt.reshape(bt.shape[: len(keep)] + (kk, fb * n))
+    r = F.matmul(at, bt)                                     # [keep..., FA*m, FB*n]
+    keep_shape = r.shape[: len(keep)]
+    r = r.reshape(keep_shape + tuple(a.shape[i] for i in fold_a) + (m,) + tuple(b.shape[i] for i in fold_b) + (n,))
+    # back to [batch axes in original order..., m, n]
+    cur = keep + fold_a + [nb] + fold_b + [nb + 1]
+    inv = [cur.index(i) for i in range(nb)] + [cur.index(nb), cur.index(nb + 1)]
+    return r.transpose(inv)
