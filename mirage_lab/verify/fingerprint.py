@@ -72,7 +72,7 @@ def kernel_op(op_type: str, attrs: dict, inputs: Sequence[Any], ops: FieldOps | 
 
         >>> import numpy as np
         >>> x = np.array([[[1, 2], [3, 4]]], dtype=np.uint16)
-        >>> kernel_op("reduction", {"dim": 1}, [x]).tolist()
+        >>> kernel_op("reduction", {"dim": 0}, [x]).tolist()
         [[[4, 6]]]
     """
     ops = ops or get_ops("numpy")
