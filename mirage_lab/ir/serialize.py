@@ -268,7 +268,7 @@ def save(g: KernelGraph, path: str | Path, metrics: dict[str, Any] | None = None
     """Write ``g`` to ``path`` atomically (a crash never leaves half a file)."""
     p = Path(path)
     tmp = p.with_suffix(p.suffix + ".tmp")
-    tmp.write_text(to_json(g, metrics, indent=1))
+    tmp.write_text(to_json(g, metrics, indent=1), encoding="utf-8")
     tmp.replace(p)
     return p
 
@@ -277,7 +277,7 @@ def load(path: str | Path) -> KernelGraph:
     """Read a μGraph saved with :func:`save`."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_bytes()  # bytes: a binary or mis-encoded file becomes a SerializationError below
     except OSError as e:
         raise SerializationError(f"cannot read μGraph file {p}: {e}") from e
     try:

@@ -59,9 +59,10 @@ def matmul(op: str, a: Sequence[int], b: Sequence[int], *, batch_must_be_one: bo
             "map the batch dim to a grid axis so each block sees one batch"
         )
     if a[-1] != b[-2]:
-        hint = ""
         if a[-1] == b[-1]:
             hint = f"; the second operand looks transposed: did you mean {fmt(tuple(b[:-2]) + (b[-1], b[-2]))}?"
+        else:
+            hint = f"; the second operand must have {a[-1]} rows, e.g. {fmt(tuple(b[:-2]) + (a[-1], b[-1]))}"
         raise GraphBuildError(
             f"{op}: inner dimensions differ: {fmt(a)} x {fmt(b)} needs {a[-1]} == {b[-2]}{hint}"
         )
