@@ -122,9 +122,9 @@ def no_dot(monkeypatch, tmp_path):
     assert not dot_available()
 
 
-def test_missing_dot_render_raises_package_error(no_dot, rms):
+def test_missing_dot_render_raises_package_error(no_dot, rms, tmp_path):
     d = mi.draw(rms, "all")             # building the drawing needs no binary
-    for render in (lambda: render_svg(d), lambda: d.pipe(format="svg"), lambda: d.render(format="png")):
+    for render in (lambda: render_svg(d), lambda: d.pipe(format="svg"), lambda: d.render(directory=tmp_path, format="png")):
         with pytest.raises(mi.GraphvizMissingError) as info:
             render()
         msg = str(info.value)
