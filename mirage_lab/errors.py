@@ -24,3 +24,11 @@ class ReferenceRunError(MirageLabError, ValueError):
 
 class GraphvizMissingError(MirageLabError, RuntimeError):
     """The Graphviz ``dot`` binary is not installed, so a drawing cannot be rendered."""
+
+
+class CodegenError(MirageLabError, RuntimeError):
+    """A μGraph cannot be lowered to a GPU kernel (an unsupported op, dtype or shape)."""
+
+
+class KernelInputError(MirageLabError, ValueError):
+    """A compiled kernel was called with inputs that do not fit it (count, shape, dtype, device)."""

@@ -33,3 +33,10 @@ def gpu_available() -> bool:
 
 
 __all__ = ["numba", "cuda", "gpu_available", "SIMULATOR"]
+
+# Names generated kernel modules need (added for the code generator; see codegen/prelude.py).
+from numba import types  # noqa: E402
+from numba.cuda.extending import intrinsic  # noqa: E402
+from llvmlite import ir as llvm_ir  # noqa: E402
+
+__all__ += ["types", "intrinsic", "llvm_ir"]

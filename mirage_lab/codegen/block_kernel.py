@@ -1,0 +1,857 @@
+"""Emit one Numba-CUDA kernel (readable Python source) for one customized op's block graph.
+
+The kernel follows the block graph's semantics (MIRAGE_SPEC §1.3) literally:
+
+    prologue   thread/block indices, tile bases, zeroed accumulators, loop-invariant tiles
+    for it in range(forloop_range):
+        issue every global load of this iteration (vector loads into registers)
+        store staged tiles to shared memory (as float32)
+        run the in-loop fusion chains (bg.thread_graph().chains), each per element in registers
+        accumulate (registers where each thread owns a few elements)
+    epilogue   finish accumulators (cross-thread reductions), after-loop chains, savers
+
+A streamed matmul (see :mod:`.plan`) never stages its B tile: each thread loads its rows
+of B straight into registers and keeps ``M x vw`` partial sums. ``__syncthreads`` is
+placed only where a stage reads what another thread wrote since the last barrier (or
+overwrites what one read).
+
+    >>> src, info = emit_block_kernel(bg, "k0")      # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from ..errors import CodegenError
+from ..ir.thread_graph import FusionChain
+from .plan import MAX_REG_ELEMS, Buf, KernelPlan, Loader, Stream
+from .source import Src, add, dot, mul, prod, row_strides, unravel
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..ir.block_graph import BlockGraph, STensor, TBOp
+
+AXIS_VARS = ("bx", "by", "bz")
+PREFETCH_WORDS = 64  # staged-loader words a thread may hold in registers at the loop top
+
+_UNARY = {
+    "exp": "v = fexp(v)",
+    "silu": "v = v / (f32(1.0) + fexp(-v))",
+    "gelu": "v = f32(0.5) * v * (f32(1.0) + ferf(v * f32(0.7071067811865476)))",
+    "relu": "v = max(v, f32(0.0))",
+    "sqrt": "v = fsqrt(v)",
+    "square": "v = v * v",
+}
+_BINARY = {"add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "{a} / {b}",
+           "pow": "f32(fpow({a}, {b}))"}
+
+
+@dataclass
+class KernelInfo:
+    """What the host needs to launch a generated kernel."""
+
+    name: str
+    grid: tuple[int, int, int]
+    threads: int
+    pool_floats: int
+    scratch_floats_per_block: int
+    input_views: list[str]           # "int32" | "int16" per input
+    output_dtypes: list[str]
+    streamed_inputs: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def scratch_floats(self) -> int:
+        g = self.grid
+        return self.scratch_floats_per_block * g[0] * g[1] * g[2]
+
+
+class _Sync:
+    """Tracks shared/scratch buffers read and written since the last barrier."""
+
+    def __init__(self) -> None:
+        self.read: set[str] = set()
+        self.written: set[str] = set()
+
+    def conflicts(self, reads: set[str], writes: set[str], owned: set[str]) -> bool:
+        return bool(reads & self.written or writes & (self.read | self.written) or owned & self.read)
+
+    def note(self, reads: set[str], writes: set[str], owned: set[str]) -> None:
+        self.read |= reads
+        self.written |= writes | owned
+
+    def clear(self) -> None:
+        self.read.clear()
+        self.written.clear()
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self.read or self.written)
+
+
+class _Emitter:
+    def __init__(self, bg: "BlockGraph", name: str) -> None:
+        self.p = KernelPlan(bg, name)
+        self.bg = bg
+        self.name = name
+        self.T = self.p.T
+        self.FR = bg.forloop_range
+        self.sync = _Sync()
+        self.loop_head: list[tuple[set[str], set[str], set[str]]] = []
+        self._head_open = True
+        self.in_loop = False
+        self.materialized: set[int] = set()      # tensors with a buffer or register values
+        self.sunk_savers: set[int] = set()       # saver ops already written directly
+        self.reg_acc: dict[int, str] = {}        # accum tensor guid -> register name prefix
+        self.post_actions: list[Callable[[Src], None]] = []
+        self.notes: list[str] = []
+
+    # ------------------------------------------------------------------ helpers
+    def consumers(self, t: "STensor") -> list["TBOp"]:
+        return self.p.consumers.get(t.guid, [])
+
+    def needs_buf(self, t: "STensor") -> bool:
+        return any(c.op_type != "output" for c in self.consumers(t))
+
+    def savers(self, t: "STensor") -> list["TBOp"]:
+        return [c for c in self.consumers(t) if c.op_type == "output"]
+
+    def tbuf(self, t: "STensor", region: str) -> Buf:
+        return self.p.buf(f"t{t.guid}", t.numel(), region)
+
+    def bufname(self, t: "STensor") -> str:
+        return f"t{t.guid}"
+
+    def ref(self, t: "STensor", idx: str) -> str:
+        return f"«t{t.guid}»[{idx}]"
+
+    @staticmethod
+    def ref_buf(b: Buf, idx: str) -> str:
+        return f"«{b.name}»[{idx}]"
+
+    def stage(self, s: Src, reads: set[str] = frozenset(), writes: set[str] = frozenset(),
+              owned: set[str] = frozenset()) -> None:
+        """Declare the smem/scratch buffers the next stage touches; emit a barrier if needed."""
+        reads, writes, owned = set(reads), set(writes), set(owned)
+        if self.sync.conflicts(reads, writes, owned):
+            s("cuda.syncthreads()")
+            self.sync.clear()
+            if self.in_loop:
+                self._head_open = False
+        if self.in_loop and self._head_open:
+            self.loop_head.append((reads, writes, owned))
+        self.sync.note(reads, writes, owned)
+
+    def barrier(self, s: Src) -> None:
+        if self.sync.dirty:
+            s("cuda.syncthreads()")
+            self.sync.clear()
+
+    def per_element(self, s: Src, count: int, body: Callable[[Src, str, int | None], None],
+                    unroll: bool | None = None, var: str = "e") -> None:
+        """``for`` each index ``tid + T*i < count`` (unrolled when small): body(src, index_var, i)."""
+        T = self.T
+        n = -(-count // T)
+        if unroll is None:
+            unroll = n <= MAX_REG_ELEMS
+        if unroll:
+            for i in range(n):
+                s(f"{var} = tid + {T * i}" if i else f"{var} = tid")
+                if (i + 1) * T > count:
+                    with s.block(f"if {var} < {count}:"):
+                        body(s, var, i)
+                else:
+                    body(s, var, i)
+        else:
+            with s.block(f"for i in range({n}):"):
+                s(f"{var} = tid + {T} * i")
+                if n * T > count:
+                    with s.block(f"if {var} < {count}:"):
+                        body(s, var, None)
+                else:
+                    body(s, var, None)
+
+    # ------------------------------------------------------------------ values
+    def read_bcast(self, x: "STensor", od: tuple[int, ...], e: str) -> str:
+        if tuple(x.dims) == tuple(od):
+            return self.ref(x, e)
+        t = unravel(e, od)
+        idx = [t[k] if x.dims[k] == od[k] else "0" for k in range(len(od))]
+        return self.ref(x, dot(idx, row_strides(x.dims)))
+
+    def apply(self, s: Src, op: "TBOp") -> None:
+        t = op.op_type
+        if t in _UNARY:
+            s(_UNARY[t])
+        elif t == "clamp":
+            s(f"v = min(max(v, f32({op.attrs['lo']!r})), f32({op.attrs['hi']!r}))")
+        elif t == "mul_scalar":
+            s(f"v = v * f32({op.attrs['scalar']!r})")
+        else:  # pragma: no cover - the thread graph only fuses the ops above
+            raise CodegenError(f"cannot apply {t} as an epilogue")
+
+    def lead_value(self, s: Src, op: "TBOp", e: str, reads: set[str]) -> None:
+        """Emit code leaving the value of ``op``'s output at flat index ``e`` in ``v``."""
+        t = op.op_type
+        od = op.outputs[0].dims
+        ins = op.inputs
+        for x in ins:
+            reads.add(self.bufname(x))
+        if t in _UNARY or t in ("clamp", "mul_scalar"):
+            s(f"v = {self.ref(ins[0], e)}")
+            self.apply(s, op)
+        elif t in _BINARY:
+            a = self.read_bcast(ins[0], od, e)
+            b = self.read_bcast(ins[1], od, e)
+            s(f"v = {_BINARY[t].format(a=a, b=b)}")
+        elif t == "forloop_accum":  # a plain accumulator leading its own chain: accumulate its input
+            s(f"v = {self.ref(ins[0], e)}")
+        elif t == "reduction":
+            d = op.attrs["dim"]
+            xs = row_strides(ins[0].dims)
+            base = dot(unravel(e, od), xs)
+            s("v = f32(0.0)")
+            with s.block(f"for j in range({ins[0].dims[d]}):"):
+                s(f"v += {self.ref(ins[0], add(base, mul('j', xs[d])))}")
+        elif t == "rms_norm":
+            w = od[-1]
+            rs = self.p.buf(f"rs{op.guid}", op.outputs[0].numel() // w, "loop" if self.in_loop else "post")
+            reads.add(rs.name)
+            s(f"v = {self.ref(ins[0], e)} * {self.ref_buf(rs, f'{e} // {w}' if w > 1 else e)}")
+        elif t == "concat":
+            d = op.attrs["dim"]
+            a, b = ins
+            tix = unravel(e, od)
+            ia = dot(tix, row_strides(a.dims))
+            tb = list(tix)
+            tb[d] = f"({tix[d]} - {a.dims[d]})"
+            ib = dot(tb, row_strides(b.dims))
+            s(f"v = {self.ref(a, ia)} if {tix[d]} < {a.dims[d]} else {self.ref(b, ib)}")
+        else:
+            raise CodegenError(f"block op {t!r} cannot lead an element-wise stage")
+
+    def rms_prestage(self, s: Src, op: "TBOp") -> None:
+        """rms_norm needs each row's 1/rms before its element-wise stage: one thread per row."""
+        x = op.inputs[0]
+        w = x.dims[-1]
+        rows = x.numel() // w
+        rs = self.p.buf(f"rs{op.guid}", rows, "loop" if self.in_loop else "post")
+        s.comment(f"rms_norm {x.name}: 1/rms of each of {rows} rows")
+        self.stage(s, reads={self.bufname(x)}, writes={rs.name})
+
+        def body(s: Src, r: str, i: int | None) -> None:
+            s("q = f32(0.0)")
+            with s.block(f"for j in range({w}):"):
+                s(f"x = {self.ref(x, add(mul(r, w), 'j'))}")
+                s("q += x * x")
+            s(f"{self.ref_buf(rs, r)} = f32(1.0) / fsqrt(q * f32({1.0 / w!r}))")
+
+        self.per_element(s, rows, body, unroll=False, var="r")
+
+    # ------------------------------------------------------------------ sinks
+    def sink(self, s: Src, t: "STensor", e: str, v: str = "v") -> None:
+        """Store value ``v`` of tensor ``t`` at flat tile index ``e``: buffer and/or outputs."""
+        if self.needs_buf(t):
+            s(f"{self.ref(t, e)} = {v}")
+        for sv in self.savers(t):
+            j = self.bg.output_ops.index(sv)
+            s(f"out{j}[{add(f'ob{j}', self.saver_index(sv, e))}] = {self.store_conv(sv, v)}")
+            self.sunk_savers.add(sv.guid)
+
+    def sink_sets(self, t: "STensor", region: str) -> set[str]:
+        if self.needs_buf(t):
+            self.tbuf(t, region)
+            return {self.bufname(t)}
+        return set()
+
+    def saver_index(self, sv: "TBOp", e: str) -> str:
+        tile = sv.inputs[0].dims
+        return dot(unravel(e, tile), row_strides(sv.attrs["out_dims"]))
+
+    @staticmethod
+    def store_conv(sv: "TBOp", v: str) -> str:
+        dt = sv.inputs[0].dtype.name
+        if dt == "float16":
+            return f"f2h({v})"
+        if dt == "bfloat16":
+            return f"f2bf({v})"
+        return v
+
+    # ------------------------------------------------------------------ loaders
+    def loader_unit(self, ld: Loader) -> int:
+        return ld.epw if ld.view == "int32" else 1
+
+    def loader_base(self, s: Src, ld: Loader) -> None:
+        """Block part of the tile's first word, and the per-iteration word step."""
+        strides = row_strides(ld.dims)
+        unit = self.loader_unit(ld)
+        grid = self.bg.grid_dim
+        terms = []
+        self._it_step = getattr(self, "_it_step", {})
+        step = 0
+        for k in range(len(ld.dims)):
+            axis = next((a for a in range(3) if grid[a] > 1 and ld.imap[a] == k), None)
+            scale = ld.tile[k] * strides[k] // unit
+            if axis is not None:
+                per_block = scale * (self.FR if ld.fmap == k else 1)
+                terms.append(mul(AXIS_VARS[axis], per_block))
+            if ld.fmap == k:
+                step = scale
+        self._it_step[ld.index] = step
+        s(f"lb{ld.index} = {add(*terms)}")
+
+    def loader_word(self, ld: Loader) -> str:
+        """Expression of the first word of this iteration's tile."""
+        step = self._it_step[ld.index]
+        if ld.fmap >= 0 and not ld.invariant and self.FR > 1:
+            return add(f"lb{ld.index}", mul("it", step))
+        return f"lb{ld.index}"
+
+    def load_expr(self, ld: Loader, word: str) -> str:
+        n = ld.vw // self.loader_unit(ld)
+        if n == 4:
+            return f"ldg4(in{ld.index}, {word})"
+        if n == 2:
+            return f"ldg2(in{ld.index}, {word})"
+        return f"in{ld.index}[{word}]"
+
+    def decode(self, ld: Loader, reg: str) -> list[str]:
+        """Float32 expressions of the ``vw`` elements held in register(s) ``reg``."""
+        nw = ld.vw // self.loader_unit(ld)
+        words = [f"{reg}[{q}]" for q in range(nw)] if nw > 1 else [reg]
+        out = []
+        for w in words:
+            if ld.dtype == "float32":
+                out.append(f"u2f({w})")
+            elif ld.view == "int16":
+                out.append(f"h2f({w})" if ld.dtype == "float16" else f"bf2f({w})")
+            elif ld.dtype == "float16":
+                out += [f"h2f({w})", f"h2f({w} >> 16)"]
+            else:
+                out += [f"bf2f({w})", f"bf2f({w} >> 16)"]
+        return out
+
+    def staged_vectors(self, ld: Loader) -> tuple[int, int]:
+        nv = prod(ld.tile) // ld.vw
+        return nv, -(-nv // self.T)
+
+    def staged_word(self, ld: Loader, v: str) -> str:
+        unit = self.loader_unit(ld)
+        strides = row_strides(ld.dims)
+        nvr = ld.tile[-1] // ld.vw
+        row = v if nvr == 1 else f"{v} // {nvr}"
+        col = "0" if nvr == 1 else f"{v} % {nvr}"
+        tix = unravel(row, ld.tile[:-1]) if len(ld.tile) > 1 else []
+        rowpart = dot(tix, [st // unit for st in strides[:-1]])
+        return add(self.loader_word(ld), rowpart, mul(col, ld.vw // unit))
+
+    def issue_staged(self, s: Src, ld: Loader) -> bool:
+        """Emit the loads of a staged tile into registers; False if it is loaded in a loop instead."""
+        nv, nj = self.staged_vectors(ld)
+        if nj * max(1, ld.vw // self.loader_unit(ld)) > PREFETCH_WORDS:
+            return False
+        s.comment(f"load {ld.out.name} {list(ld.tile)} of in{ld.index} ({ld.vw * (2 if ld.epw == 2 else 4)}-byte loads)")
+        for j in range(nj):
+            v = f"tid + {self.T * j}" if j else "tid"
+            if (j + 1) * self.T > nv:
+                v = f"min({v}, {nv - 1})"
+            s(f"vi = {v}")
+            s(f"r{ld.index}_{j} = {self.load_expr(ld, self.staged_word(ld, 'vi'))}")
+        return True
+
+    def store_staged(self, s: Src, ld: Loader, prefetched: bool) -> None:
+        nv, nj = self.staged_vectors(ld)
+        buf = self.tbuf(ld.out, "persistent" if ld.invariant else "loop")
+        self.stage(s, writes={buf.name})
+
+        def store(s: Src, v: str, reg: str) -> None:
+            for q, x in enumerate(self.decode(ld, reg)):
+                s(f"{self.ref_buf(buf, add(mul(v, ld.vw), str(q)))} = {x}")
+
+        if prefetched:
+            for j in range(nj):
+                v = f"tid + {self.T * j}" if j else "tid"
+                if (j + 1) * self.T > nv:
+                    with s.block(f"if {v} < {nv}:"):
+                        s(f"vi = {v}")
+                        store(s, "vi", f"r{ld.index}_{j}")
+                else:
+                    s(f"vi = {v}")
+                    store(s, "vi", f"r{ld.index}_{j}")
+        else:
+            s.comment(f"load {ld.out.name} {list(ld.tile)} of in{ld.index}")
+
+            def body(s: Src, v: str, i: int | None) -> None:
+                s(f"w = {self.load_expr(ld, self.staged_word(ld, v))}")
+                store(s, v, "w")
+
+            self.per_element(s, nv, body, unroll=False, var="vi")
+
+    # ------------------------------------------------------------------ streamed matmul
+    def stream_setup(self, s: Src, st: Stream) -> None:
+        i = st.loader.index
+        unit = self.loader_unit(st.loader)
+        rsw = row_strides(st.loader.dims)[-2] // unit
+        s.comment(f"{st.op.outputs[0].name} = matmul: B={st.loader.out.name} streamed into registers; "
+                  f"{st.G} k-groups x {st.NC} column chunks of {st.vw}, {st.KR} rows per thread")
+        s(f"sg{i} = tid // {st.NC}" if st.NC > 1 else f"sg{i} = tid")
+        s(f"sc{i} = tid % {st.NC}" if st.NC > 1 else f"sc{i} = 0")
+        s(f"sk{i} = min(sg{i}, {st.G - 1})")
+        s(f"sw{i} = {add(mul(f'sk{i}', rsw), mul(f'sc{i}', st.vw // unit))}")
+        self._rsw = getattr(self, "_rsw", {})
+        self._rsw[i] = rsw
+        if st.persistent:
+            self.zero_partials(s, st)
+
+    def zero_partials(self, s: Src, st: Stream) -> None:
+        i = st.loader.index
+        for m in range(st.M):
+            s("; ".join(f"p{i}_{m}_{n} = f32(0.0)" for n in range(st.vw)))
+
+    def issue_stream(self, s: Src, st: Stream, rows: range) -> None:
+        i = st.loader.index
+        base = add(self.loader_word(st.loader), f"sw{i}")
+        for r in rows:
+            s(f"b{i}_{r} = {self.load_expr(st.loader, add(base, str(r * st.G * self._rsw[i])))}")
+
+    def stream_fma(self, s: Src, st: Stream) -> None:
+        i = st.loader.index
+        a = st.op.inputs[0]
+        self.stage(s, reads={self.bufname(a)})
+        s.comment(f"{st.op.outputs[0].name} partial sums: rows sk + {st.G}*r of B, all {st.M} rows of {a.name}")
+        if not st.persistent:
+            self.zero_partials(s, st)
+        phases = st.phases
+        for pi, rows in enumerate(phases):
+            if pi + 1 < len(phases):
+                self.issue_stream(s, st, phases[pi + 1])
+            for r in rows:
+                ws = self.decode(st.loader, f"b{i}_{r}")
+                s("; ".join(f"w{n} = {x}" for n, x in enumerate(ws)))
+                for m in range(st.M):
+                    ai = add(f"sk{i}", str(m * st.K + r * st.G))
+                    fmas = "; ".join(f"p{i}_{m}_{n} += a * w{n}" for n in range(st.vw))
+                    s(f"a = {self.ref(a, ai)}; {fmas}")
+
+    def stream_reduce(self, s: Src, st: Stream, rows: range, region: str,
+                      then: Callable[[Src, str, int | None], None], out_reads: set[str], out_writes: set[str]) -> None:
+        """Partial sums of rows ``rows`` -> a reduction buffer -> ``then(src, e)`` with the sum in ``v``."""
+        i = st.loader.index
+        MC = len(rows)
+        N = st.N
+        red = self.p.buf(f"red{i}_{region}", st.G * MC * N, region)
+        self.stage(s, writes={red.name})
+        with s.block(f"if sg{i} < {st.G}:"):
+            for mm, m in enumerate(rows):
+                for n in range(st.vw):
+                    idx = add(mul(f"sg{i}", MC * N), mul(f"sc{i}", st.vw), str(mm * N + n))
+                    s(f"{self.ref_buf(red, idx)} = p{i}_{m}_{n}")
+        self.stage(s, reads={red.name} | out_reads, writes=out_writes)
+
+        def body(s: Src, e: str, i: int | None) -> None:
+            s("v = f32(0.0)")
+            if st.G <= 8:
+                for g in range(st.G):
+                    s(f"v += {self.ref_buf(red, add(e, str(g * MC * N)))}")
+            else:
+                with s.block(f"for g in range({st.G}):"):
+                    s(f"v += {self.ref_buf(red, add(e, mul('g', MC * N)))}")
+            then(s, e if rows.start == 0 else add(e, str(rows.start * N)), i)
+
+        self.per_element(s, MC * N, body)
+
+    # ------------------------------------------------------------------ chains
+    def emit_chain_loop(self, s: Src, ch: FusionChain) -> None:
+        """An in-loop chain: its per-iteration work."""
+        lead = ch.lead
+        if lead.op_type == "forloop_accum" and lead.attrs["acc"] is not None:
+            self.reduce_accum_loop(s, ch)
+            return
+        tail_acc = ch.ops[-1] if (ch.ops[-1].op_type == "forloop_accum" and len(ch.ops) > 1) or \
+            (lead.op_type == "forloop_accum") else None
+        epilogue = [op for op in ch.ops[1:] if op is not tail_acc]
+        st = self.p.stream_of.get(lead.guid)
+        if st is not None:
+            self.stream_fma(s, st)
+            if st.persistent:
+                acc = ch.ops[1]
+                self.post_actions.append(lambda s, st=st, acc=acc: self.stream_persistent_post(s, st, acc))
+                return
+            # per-iteration: reduce, then continue the chain element-wise
+            out_t = tail_acc.outputs[0] if tail_acc else ch.ops[-1].outputs[0]
+            reads, writes, owned = self.chain_sets(ch, tail_acc, out_t, set())
+
+            def then(s: Src, e: str, i: int | None) -> None:
+                for op in epilogue:
+                    self.apply(s, op)
+                self.finish_elem(s, tail_acc, out_t, e, i)
+
+            if tail_acc is not None and tail_acc.outputs[0].guid not in self.reg_acc:
+                self.setup_acc(tail_acc, st.M * st.N)
+            self.stream_reduce(s, st, range(st.M), "loop", then, reads, writes | owned)
+            return
+        self.elementwise_chain(s, ch, tail_acc, epilogue)
+
+    def chain_sets(self, ch: FusionChain, tail_acc: "TBOp | None", out_t: "STensor", reads: set[str]):
+        owned: set[str] = set()
+        writes: set[str] = set()
+        if tail_acc is not None:
+            if self.reg_acc.get(out_t.guid) == "smem":
+                owned.add(self.bufname(out_t))
+        else:
+            writes = self.sink_sets(out_t, "loop" if self.in_loop else "post")
+        return reads, writes, owned
+
+    def setup_acc(self, acc: "TBOp", count: int) -> None:
+        """Decide registers vs. shared memory for a plain accumulator owned element-wise."""
+        n = -(-count // self.T)
+        t = acc.outputs[0]
+        if n <= MAX_REG_ELEMS:
+            self.reg_acc[t.guid] = f"acc{t.guid}"
+            self._acc_inits.append((t, n))
+        else:
+            self.reg_acc[t.guid] = "smem"
+            self.tbuf(t, "persistent")
+            self._acc_inits.append((t, 0))
+        self.post_actions.append(lambda s, t=t, count=count: self.acc_writeback(s, t, count))
+
+    def finish_elem(self, s: Src, tail_acc: "TBOp | None", out_t: "STensor", e: str, i: int | None) -> None:
+        if tail_acc is None:
+            self.sink(s, out_t, e)
+            return
+        where = self.reg_acc[out_t.guid]
+        if where == "smem":
+            s(f"{self.ref(out_t, e)} += v")
+        else:
+            if i is None:
+                raise CodegenError("internal: register accumulator in a rolled loop")
+            s(f"{where}_{i} += v")
+
+    def elementwise_chain(self, s: Src, ch: FusionChain, tail_acc: "TBOp | None", epilogue: list["TBOp"]) -> None:
+        lead = ch.lead
+        out_t = tail_acc.outputs[0] if tail_acc is not None else ch.ops[-1].outputs[0]
+        numel = lead.outputs[0].numel()
+        if lead.op_type == "rms_norm":
+            self.rms_prestage(s, lead)
+        if tail_acc is not None and out_t.guid not in self.reg_acc:
+            self.setup_acc(tail_acc, numel)
+        reads: set[str] = set()
+        stage_src = Src(s.indent)
+        desc = " -> ".join(op.op_type for op in ch.ops)
+        if lead.op_type == "matmul":
+            a, b = lead.inputs
+            M, K, N = a.dims[-2], a.dims[-1], b.dims[-1]
+            R = next(r for r in (4, 2, 1) if N % r == 0)
+            if tail_acc is not None and self.reg_acc[out_t.guid] != "smem":
+                R = 1  # register accumulators are owned per element index
+            reads |= {self.bufname(a), self.bufname(b)}
+            NR = N // R
+
+            def body(s: Src, u: str, i: int | None) -> None:
+                if NR > 1:
+                    s(f"m = {u} // {NR}" if M > 1 else "m = 0")
+                    s(f"n = ({u} % {NR}) * {R}" if M > 1 else f"n = {u} * {R}")
+                else:
+                    s(f"m = {u}")
+                    s("n = 0")
+                s("; ".join(f"c{r} = f32(0.0)" for r in range(R)))
+                with s.block(f"for k in range({K}):"):
+                    s(f"x = {self.ref(a, add(mul('m', K), 'k'))}")
+                    s("; ".join(f"c{r} += x * {self.ref(b, add(mul('k', N), 'n', str(r)))}" for r in range(R)))
+                for r in range(R):
+                    s(f"v = c{r}")
+                    for op in epilogue:
+                        self.apply(s, op)
+                    e = add(mul("m", N), "n", str(r))
+                    self.finish_elem(s, tail_acc, out_t, e, i)
+
+            count = M * N // R
+        else:
+            def body(s: Src, e: str, i: int | None) -> None:
+                self.lead_value(s, lead, e, reads)
+                for op in epilogue:
+                    self.apply(s, op)
+                self.finish_elem(s, tail_acc, out_t, e, i)
+
+            count = numel
+        unroll = None
+        if tail_acc is not None and self.reg_acc[out_t.guid] != "smem":
+            unroll = True
+        self.per_element(stage_src, count, body, unroll=unroll)
+        _, writes, owned = self.chain_sets(ch, tail_acc, out_t, reads)
+        s.comment(f"{desc} -> {out_t.name} {list(out_t.dims)}")
+        self.stage(s, reads=reads, writes=writes, owned=owned)
+        s.extend(stage_src)
+
+    def acc_writeback(self, s: Src, t: "STensor", count: int) -> None:
+        where = self.reg_acc[t.guid]
+        if where == "smem":
+            if any(sv.guid not in self.sunk_savers for sv in self.savers(t)):
+                pass  # the saver stage copies it
+            return
+        s.comment(f"{t.name} = accumulated registers")
+        writes = self.sink_sets(t, "post")
+        self.stage(s, writes=writes)
+        self.per_element(s, count, lambda s, e, i: (s(f"v = {where}_{i}"), self.sink(s, t, e)), unroll=True)
+
+    def stream_persistent_post(self, s: Src, st: Stream, acc: "TBOp") -> None:
+        t = acc.outputs[0]
+        writes = self.sink_sets(t, "post")
+        MC = max(1, min(st.M, 4096 // (st.G * st.N)))
+        s.comment(f"{t.name} = sum of the {st.G} k-groups' partial sums ({MC} rows at a time)")
+        for m0 in range(0, st.M, MC):
+            rows = range(m0, min(st.M, m0 + MC))
+            self.stream_reduce(s, st, rows, "post", lambda s, e, i: self.sink(s, t, e), set(), writes)
+
+    # ------------------------------------------------------------------ reducing accumulators
+    def reduce_geometry(self, op: "TBOp") -> tuple[int, int, Callable[[str, str], str]]:
+        x = op.inputs[0]
+        w = x.dims[-1]
+        rows = x.numel() // w
+        if op.attrs["acc"] == "sum_todimx":
+            dx = self.bg.reduction_dimx
+            return rows * dx, w // dx, lambda o, l: add(mul(f"({o} // {dx})", w) if rows > 1 else "0",
+                                                       f"{o} % {dx}" if rows > 1 else o, mul(l, dx))
+        return rows, w, lambda o, l: add(mul(o, w), l)
+
+    def reduce_accum_loop(self, s: Src, ch: FusionChain) -> None:
+        op = ch.lead
+        x = op.inputs[0]
+        nout, L, idx = self.reduce_geometry(op)
+        sq = op.attrs["acc"] == "rms"
+        g = op.guid
+        s.comment(f"{op.outputs[0].name}: accumulate {op.attrs['acc']} of {x.name} over the loop")
+        self.stage(s, reads={self.bufname(x)})
+        term = "x * x" if sq else "x"
+        if nout <= self.T:
+            P = max(1, min(self.T // nout, L))
+            self._red_inits.append(f"ro{g} = tid // {P}" if P > 1 else f"ro{g} = tid")
+            self._red_inits.append(f"rp{g} = tid % {P}" if P > 1 else f"rp{g} = 0")
+            self._red_inits.append(f"q{g} = f32(0.0)")
+            with s.block(f"if ro{g} < {nout}:"):
+                with s.block(f"for l in range(rp{g}, {L}, {P}):" if P > 1 else f"for l in range({L}):"):
+                    s(f"x = {self.ref(x, idx(f'ro{g}', 'l'))}")
+                    s(f"q{g} += {term}")
+            self.post_actions.append(lambda s, ch=ch, P=P: self.reduce_accum_post(s, ch, P))
+        else:
+            n = -(-nout // self.T)
+            if n > MAX_REG_ELEMS:
+                raise CodegenError(f"accumulator {op.outputs[0]!r}: {nout} outputs is too many for one block")
+            for i in range(n):
+                self._red_inits.append(f"q{g}_{i} = f32(0.0)")
+
+            def body(s: Src, o: str, i: int | None) -> None:
+                s("z = f32(0.0)")
+                with s.block(f"for l in range({L}):"):
+                    s(f"x = {self.ref(x, idx(o, 'l'))}")
+                    s(f"z += {term}")
+                s(f"q{g}_{i} += z")
+
+            self.per_element(s, nout, body, unroll=True, var="o")
+            self.post_actions.append(lambda s, ch=ch: self.reduce_accum_post(s, ch, 0))
+
+    def reduce_accum_post(self, s: Src, ch: FusionChain, P: int) -> None:
+        op = ch.lead
+        g = op.guid
+        nout, L, _ = self.reduce_geometry(op)
+        out_t = ch.ops[-1].outputs[0]
+        kind = op.attrs["acc"]
+        scale = 1.0 / (self.FR * op.inputs[0].dims[-1])
+        writes = self.sink_sets(out_t, "post")
+
+        def finish(s: Src, e: str) -> None:
+            if kind == "mean":
+                s(f"v = v * f32({scale!r})")
+            elif kind == "rms":
+                s(f"v = fsqrt(v * f32({scale!r}))")
+            for e_op in ch.ops[1:]:
+                self.apply(s, e_op)
+            self.sink(s, out_t, e)
+
+        s.comment(f"{out_t.name} = finished {kind} accumulator")
+        if P > 1:
+            red = self.p.buf(f"rq{g}", nout * P, "post")
+            self.stage(s, writes={red.name})
+            with s.block(f"if ro{g} < {nout}:"):
+                s(f"{self.ref_buf(red, add(mul(f'ro{g}', P), f'rp{g}'))} = q{g}")
+            self.stage(s, reads={red.name}, writes=writes)
+
+            def body(s: Src, o: str, i: int | None) -> None:
+                s("v = f32(0.0)")
+                with s.block(f"for p in range({P}):"):
+                    s(f"v += {self.ref_buf(red, add(mul(o, P), 'p'))}")
+                finish(s, o)
+
+            self.per_element(s, nout, body, unroll=False, var="o")
+        elif P == 1:
+            self.stage(s, writes=writes)
+            with s.block(f"if tid < {nout}:"):
+                s(f"v = q{g}")
+                finish(s, "tid")
+        else:
+            self.stage(s, writes=writes)
+            self.per_element(s, nout, lambda s, o, i: (s(f"v = q{g}_{i}"), finish(s, o)), unroll=True, var="o")
+
+    # ------------------------------------------------------------------ savers
+    def emit_savers(self, s: Src) -> None:
+        for j, sv in enumerate(self.bg.output_ops):
+            if sv.guid in self.sunk_savers:
+                continue
+            t = sv.inputs[0]
+            s.comment(f"save {t.name} -> out{j}")
+            self.stage(s, reads={self.bufname(t)})
+            self.per_element(s, t.numel(), lambda s, e, i, j=j, sv=sv, t=t: s(
+                f"out{j}[{add(f'ob{j}', self.saver_index(sv, e))}] = {self.store_conv(sv, self.ref(t, e))}"),
+                unroll=False)
+
+    def saver_bases(self, s: Src) -> None:
+        grid = self.bg.grid_dim
+        for j, sv in enumerate(self.bg.output_ops):
+            tile = sv.inputs[0].dims
+            strides = row_strides(sv.attrs["out_dims"])
+            omap = sv.attrs["output_map"]
+            terms = [mul(AXIS_VARS[a], tile[omap[a]] * strides[omap[a]]) for a in range(3)
+                     if grid[a] > 1 and omap[a] >= 0]
+            s(f"ob{j} = {add(*terms)}")
+
+    # ------------------------------------------------------------------ the kernel
+    def emit(self) -> tuple[str, KernelInfo]:
+        p = self.p
+        bg = self.bg
+        grid = bg.grid_dim
+        self._acc_inits: list[tuple["STensor", int]] = []
+        self._red_inits: list[str] = []
+        chains = sorted(p.chains, key=lambda c: bg.ops.index(c.lead))
+        compute = [c for c in chains if c.lead.op_type not in ("input", "output")]
+        in_loop = [c for c in compute if not c.lead.outputs[0].after_accum or c.lead.op_type == "forloop_accum"]
+        post = [c for c in compute if c not in in_loop]
+
+        # --- prologue, part 1: indices and tile bases (the loop body refers to them)
+        pro = Src(1)
+        for ld in p.loaders:
+            self.loader_base(pro, ld)
+        for st in p.streams:
+            self.stream_setup(pro, st)
+
+        # --- the loop body (emitted before the rest: it discovers accumulators and buffers)
+        body = Src(2 if self.FR > 1 else 1)
+        self.in_loop = True
+        staged = [ld for ld in p.loaders if ld.mode == "staged" and not ld.invariant]
+        prefetched = {ld.index: self.issue_staged(body, ld) for ld in staged}
+        for st in p.streams:
+            rows = st.phases[0]
+            body.comment(f"issue the first {len(rows)} rows of streamed {st.loader.out.name}")
+            self.issue_stream(body, st, rows)
+        for ld in staged:
+            self.store_staged(body, ld, prefetched[ld.index])
+        for ch in in_loop:
+            self.emit_chain_loop(body, ch)
+        # wrap-around: the next iteration's first stages must not race this one's last ones
+        if self.FR > 1 and any(self.sync.conflicts(r, w, o) for r, w, o in self.loop_head):
+            body("cuda.syncthreads()")
+            self.sync.clear()
+        self.in_loop = False
+
+        # --- after the loop (loop and post buffers share memory: one barrier first)
+        tail = Src(1)
+        if self.sync.dirty:
+            tail("cuda.syncthreads()")
+            self.sync.clear()
+        self.saver_bases(tail)
+        for act in self.post_actions:
+            act(tail)
+        for ch in post:
+            self.elementwise_chain(tail, ch, None, list(ch.ops[1:]))
+        self.emit_savers(tail)
+
+        # --- prologue, part 2: accumulators and loop-invariant tiles
+        pro2 = Src(1)
+        for line in self._red_inits:
+            pro2(line)
+        for t, n in self._acc_inits:
+            if n:
+                for i in range(n):
+                    pro2(f"acc{t.guid}_{i} = f32(0.0)")
+            else:
+                pro2.comment(f"zero {t.name} (accumulated in shared memory, element-owned)")
+                self.per_element(pro2, t.numel(), lambda s, e, i, t=t: s(f"{self.ref(t, e)} = f32(0.0)"),
+                                 unroll=False)
+        inv = [ld for ld in p.loaders if ld.invariant]
+        loop_tracker, self.sync = self.sync, _Sync()
+        for ld in inv:
+            self.store_staged(pro2, ld, self.issue_staged(pro2, ld))
+        self.sync = loop_tracker
+        if inv or any(n == 0 for _, n in self._acc_inits):
+            pro2("cuda.syncthreads()")  # the loop reads what the prologue wrote
+
+        pool, scratch = p.allocate()
+        out = Src(0)
+        args = [f"in{i}" for i in range(len(p.loaders))] + [f"out{j}" for j in range(len(bg.output_ops))] + ["scr"]
+        out("@cuda.jit(cache=True, fastmath=True)")
+        with out.block(f"def {self.name}({', '.join(args)}):"):
+            out.extend(self._doc())
+            if pool:
+                out(f"sm = cuda.shared.array({pool}, dtype=f32)")
+            out("tid = cuda.threadIdx.x")
+            for a in range(3):
+                if grid[a] > 1:
+                    out(f"{AXIS_VARS[a]} = cuda.blockIdx.{'xyz'[a]}")
+            if scratch:
+                lin = add(AXIS_VARS[0] if grid[0] > 1 else "0", mul("by", grid[0]) if grid[1] > 1 else "0",
+                          mul("bz", grid[0] * grid[1]) if grid[2] > 1 else "0")
+                out(f"sbase = {mul(lin, scratch)}")
+            out.extend(pro)
+            out.extend(pro2)
+            if self.FR > 1:
+                out(f"for it in range({self.FR}):")
+            else:
+                out("it = 0")
+            out.extend(body)
+            out.extend(tail)
+        text = out.text()
+        for b in p.bufs.values():
+            if b.space == "smem":
+                rep = "sm[" if b.offset == 0 else f"sm[{b.offset} + "
+            else:
+                rep = f"scr[sbase + {b.offset} + " if b.offset else "scr[sbase + "
+            text = text.replace(f"«{b.name}»[", rep)
+        if "«" in text:
+            raise CodegenError(f"internal: unresolved buffer in generated kernel {self.name}")
+        text = re.sub(r" \+ 0\]", "]", text)
+        info = KernelInfo(
+            name=self.name, grid=tuple(grid), threads=self.T, pool_floats=pool,
+            scratch_floats_per_block=scratch, input_views=[ld.view for ld in p.loaders],
+            output_dtypes=[sv.inputs[0].dtype.name for sv in bg.output_ops],
+            streamed_inputs=[st.loader.index for st in p.streams], notes=self.notes)
+        return text, info
+
+    def _doc(self) -> Src:
+        from ..ir.printing import format_block_graph
+
+        d = Src(1)
+        d('"""Generated by mirage_lab.codegen for the block graph:')
+        d("")
+        for line in format_block_graph(self.bg).splitlines():
+            d(line.replace("\\", "\\\\"))
+        tg = self.p.tg
+        d("")
+        d("Fusion chains (thread graph): " + "; ".join(c.describe() for c in tg.chains))
+        if self.p.streams:
+            d("Streamed (register) matmul operands: " + ", ".join(
+                f"in{s.loader.index} ({'split-K, reduced after the loop' if s.persistent else 'reduced per iteration'})"
+                for s in self.p.streams))
+        d('"""')
+        return d
+
+
+def emit_block_kernel(bg: "BlockGraph", name: str) -> tuple[str, KernelInfo]:
+    """The source of one ``@cuda.jit`` kernel for ``bg`` and its launch information.
+
+    >>> import mirage_lab as mi
+    >>> from mirage_lab.examples import rms_norm_linear_fused
+    >>> g = rms_norm_linear_fused(4, 256, 256, grid=8, forloop_range=4)
+    >>> src, info = emit_block_kernel(g.customized_ops[0].block_graph, "k0")
+    >>> info.grid, info.threads
+    ((8, 1, 1), 128)
+    """
+    return _Emitter(bg, name).emit()

@@ -1,0 +1,93 @@
+"""Host code of a generated module: the launch sequence of one kernel graph, as Python text.
+
+Plain kernel-level ops become torch calls (a kernel-level matmul is cuBLAS through
+``torch.matmul``); each customized op becomes one launch of its generated kernel on
+torch's current stream. The same text serves the runtime's cached modules and exported
+standalone modules.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import CodegenError
+from .block_kernel import KernelInfo
+from .source import Src
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..ir.kernel_graph import DTensor, KernelGraph, KNOp
+
+_TORCH_DT = {"float16": "torch.float16", "bfloat16": "torch.bfloat16", "float32": "torch.float32"}
+
+_TORCH_OPS = {
+    "matmul": "torch.matmul({0}, {1})",
+    "exp": "torch.exp({0})",
+    "silu": "{0} * torch.sigmoid({0})",
+    "gelu": "torch.nn.functional.gelu({0})",
+    "relu": "torch.relu({0})",
+    "sqrt": "torch.sqrt({0})",
+    "square": "torch.square({0})",
+    "add": "torch.add({0}, {1})",
+    "mul": "torch.mul({0}, {1})",
+    "div": "torch.div({0}, {1})",
+    "pow": "torch.pow({0}, {1})",
+}
+
+
+def torch_expr(op: "KNOp", args: list[str]) -> str:
+    """A torch expression computing a plain kernel-level op (the interpreter's semantics)."""
+    t = op.op_type
+    if t in _TORCH_OPS:
+        return _TORCH_OPS[t].format(*args)
+    if t == "reduction":
+        return f"{args[0]}.sum(dim={op.attrs['dim']}, keepdim=True)"
+    if t == "clamp":
+        return f"torch.clamp({args[0]}, {op.attrs['lo']!r}, {op.attrs['hi']!r})"
+    if t == "rms_norm":  # in float32, no eps (Mirage's definition), cast back
+        x = args[0]
+        return f"({x}.float() * torch.rsqrt(torch.mean({x}.float() ** 2, dim=-1, keepdim=True))).to({x}.dtype)"
+    raise CodegenError(f"kernel-level op {t!r} has no torch lowering")
+
+
+def _view(t: str, kind: str) -> str:
+    return f"{t}.view(torch.{kind}).view(-1)"  # kernels index flat word arrays
+
+
+def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
+    """The ``run(inputs)`` function of a module, launching ``infos[op.guid]`` for customized ops."""
+    s = Src(0)
+    names = {t.guid: f"t{t.guid}" for t in graph.tensors}
+    ins = ", ".join(names[t.guid] for t in graph.inputs)
+    s("INPUTS = [" + ", ".join(f"({t.dims!r}, {t.dtype.name!r})" for t in graph.inputs) + "]")
+    s("OUTPUTS = [" + ", ".join(f"({t.dims!r}, {t.dtype.name!r})" for t in graph.outputs) + "]")
+    s("")
+    s("")
+    with s.block("def run(inputs, poison=False):"):
+        s('"""Run the μGraph: torch tensors in ``new_input`` order -> list of output tensors.')
+        s("")
+        s("``poison=True`` fills every output and intermediate with NaN first (tests: nothing unwritten).")
+        s('"""')
+        s(f"{ins}{',' if len(graph.inputs) == 1 else ''} = inputs")
+        s(f"dev = {names[graph.inputs[0].guid]}.device")
+        if infos:
+            s("stream = _stream()")
+        for op in graph.ops:
+            if op.op_type == "input":
+                continue
+            outs = [names[t.guid] for t in op.outputs]
+            args = [names[t.guid] for t in op.inputs]
+            if op.op_type != "customized":
+                s(f"{outs[0]} = {torch_expr(op, args)}")
+                continue
+            info = infos[op.guid]
+            for t in op.outputs:
+                s(f"{names[t.guid]} = _empty({t.dims!r}, {_TORCH_DT[t.dtype.name]}, dev, poison)")
+            kargs = [f"_dev({_view(a, v)})" for a, v in zip(args, info.input_views)]
+            for o, dt in zip(outs, info.output_dtypes):
+                kargs.append(f"_dev({_view(o, 'int16')})" if dt != "float32" else f"_dev({o}.view(-1))")
+            kargs.append(f"_dev(torch.empty({max(1, info.scratch_floats)}, dtype=torch.float32, device=dev))")
+            s(f"{info.name}[{info.grid!r}, ({info.threads}, 1, 1), stream](")
+            for a in kargs:
+                s(f"    {a},")
+            s(")")
+        s("return [" + ", ".join(names[t.guid] for t in graph.outputs) + "]")
+    return s.text()

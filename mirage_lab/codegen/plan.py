@@ -1,0 +1,231 @@
+"""Analysis of one block graph before its kernel is emitted.
+
+Decides, from the μGraph alone:
+
+* how each input loader reads global memory: the widest vector load (16, 8, 4 or 2 bytes)
+  the tile's last dim allows, and whether its tile is *staged* in shared memory or
+  *streamed*: read straight into registers by the one matmul that consumes it (the
+  skinny-matmul fast path: ``A[M<=16, K] @ B[K, N]`` with B a loader tile; threads split K,
+  each keeps ``M x vw`` partial sums in registers, one cross-thread reduction at the end);
+* which tensors are materialized (chain outputs, accumulator results) and where: a shared
+  memory pool (float32) or, past the 48 KB a numba kernel can declare statically, a
+  per-block global scratch area;
+* the thread mapping of every accumulator (registers when each thread owns a few elements).
+
+    >>> plan = KernelPlan(bg)                      # doctest: +SKIP
+    >>> [l.mode for l in plan.loaders]             # doctest: +SKIP
+    ['staged', 'streamed']
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..errors import CodegenError
+from ..ir.thread_graph import FusionChain
+from .source import prod, row_strides
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..ir.block_graph import BlockGraph, STensor, TBOp
+
+SMEM_LIMIT_FLOATS = 48 * 1024 // 4  # numba declares shared arrays statically: 48 KB
+MAX_REG_ELEMS = 16                  # per-thread accumulator elements kept in scalar registers
+MAX_STREAM_ACC = 64                 # M * vw partial sums per thread for a streamed matmul
+MAX_STREAM_RED_FLOATS = 4096        # per-iteration cross-thread reduction buffer (16 KB)
+PHASE_WORDS = 32                    # 32-bit words a streamed operand keeps in flight per phase
+
+
+@dataclass
+class Loader:
+    """How one input loader reads its tile."""
+
+    op: "TBOp"
+    index: int
+    dims: tuple[int, ...]          # the whole DTensor
+    tile: tuple[int, ...]
+    imap: tuple[int, int, int]
+    fmap: int
+    dtype: str                     # float16 | bfloat16 | float32
+    epw: int                       # elements per 32-bit word (2 for 16-bit types; 1 for f32)
+    view: str                      # "int32" (word view) or "int16" (odd last dim, 16-bit types)
+    vw: int                        # elements per vector load
+    mode: str = "staged"           # staged | streamed
+    invariant: bool = False        # same tile every iteration: loaded once before the loop
+
+    @property
+    def words_per_vec(self) -> int:
+        return max(1, self.vw // self.epw)
+
+    @property
+    def out(self) -> "STensor":
+        return self.op.outputs[0]
+
+
+@dataclass
+class Stream:
+    """A matmul whose B operand is streamed from global memory into registers."""
+
+    chain: FusionChain
+    op: "TBOp"
+    loader: Loader
+    M: int
+    K: int
+    N: int
+    vw: int                        # elements of B per thread per row (one vector load)
+    NC: int                        # column chunks: N / vw
+    G: int                         # k-groups: threads split K into G interleaved sets of rows
+    KR: int                        # rows per thread: K / G
+    persistent: bool               # chain is exactly [matmul, accum(None)]: reduce once after the loop
+    phase_rows: int = 1
+
+    @property
+    def phases(self) -> list[range]:
+        return [range(p, min(self.KR, p + self.phase_rows)) for p in range(0, self.KR, self.phase_rows)]
+
+
+@dataclass
+class Buf:
+    """A materialized tile: ``numel`` float32 values in the smem pool or the global scratch."""
+
+    name: str
+    numel: int
+    region: str                    # persistent | loop | post
+    space: str = "smem"            # smem | gmem
+    offset: int = 0
+
+    def ref(self, idx: str) -> str:
+        base = f"{self.offset}" if self.space == "smem" else f"sbase + {self.offset}"
+        arr = "sm" if self.space == "smem" else "scr"
+        if idx == "0":
+            return f"{arr}[{base}]"
+        return f"{arr}[{base} + {idx}]"
+
+
+def _dtype_epw(name: str) -> int:
+    return 1 if name == "float32" else 2
+
+
+class KernelPlan:
+    """Everything the emitter needs to know about a block graph, decided once."""
+
+    def __init__(self, bg: "BlockGraph", name: str = "k0") -> None:
+        self.bg = bg
+        self.name = name
+        self.T = prod(bg.block_dim)
+        self.FR = bg.forloop_range
+        self.tg = bg.thread_graph()
+        self.chains: list[FusionChain] = list(self.tg.chains)
+        self.consumers: dict[int, list["TBOp"]] = {}
+        for op in bg.ops:
+            for t in op.inputs:
+                self.consumers.setdefault(t.guid, []).append(op)
+        for op in bg.ops:
+            if op.op_type not in ("input", "output") and not op.outputs:
+                raise CodegenError(f"block op {op!r} has no output")
+        for t in bg.tensors:
+            if t.dtype.name not in ("float16", "bfloat16", "float32"):
+                raise CodegenError(f"unsupported dtype {t.dtype.name} in block graph")
+        self.loaders = [self._loader(i, op) for i, op in enumerate(bg.input_ops)]
+        self.loader_of = {ld.out.guid: ld for ld in self.loaders}
+        self.streams: list[Stream] = []
+        for ch in self.chains:
+            s = self._stream(ch)
+            if s is not None:
+                s.loader.mode = "streamed"
+                s.loader.vw = s.vw  # one vector load per thread and row of B
+                self.streams.append(s)
+        self.stream_of = {s.op.guid: s for s in self.streams}
+        self.bufs: dict[str, Buf] = {}
+
+    # ------------------------------------------------------------------ loaders
+    def _loader(self, i: int, op: "TBOp") -> Loader:
+        dims = tuple(op.attrs["dtensor_dims"])
+        tile = op.outputs[0].dims
+        dt = op.outputs[0].dtype.name
+        epw = _dtype_epw(dt)
+        if epw == 2 and dims[-1] % 2:
+            view, vw = "int16", 1
+        else:
+            view = "int32"
+            vw = epw
+            for cand in (4 * epw, 2 * epw):
+                if tile[-1] % cand == 0:
+                    vw = cand
+                    break
+        fmap = op.attrs["forloop_dim"]
+        return Loader(op, i, dims, tile, tuple(op.attrs["input_map"]), fmap, dt, epw, view, vw,
+                      invariant=fmap < 0 and self.FR > 1)
+
+    def _stream(self, ch: FusionChain) -> Stream | None:
+        op = ch.lead
+        if op.op_type != "matmul":
+            return None
+        a, b = op.inputs
+        ld = self.loader_of.get(b.guid)
+        if ld is None or ld.invariant or ld.view != "int32" or ld.epw != 2:
+            return None
+        if len(self.consumers.get(b.guid, [])) != 1 or a.guid == b.guid:
+            return None
+        M, K, N = a.dims[-2], a.dims[-1], b.dims[-1]
+        persistent = len(ch.ops) == 2 and ch.ops[1].op_type == "forloop_accum" and ch.ops[1].attrs["acc"] is None
+        for vw in (8, 4, 2):
+            # registers: M*vw partial sums; per-iteration reductions also need T*M*vw floats of smem
+            if N % vw or M * vw > MAX_STREAM_ACC or N // vw > self.T:
+                continue
+            if not persistent and self.T * M * vw > MAX_STREAM_RED_FLOATS:
+                continue
+            break
+        else:
+            return None
+        NC = N // vw
+        G = max(d for d in range(1, self.T // NC + 1) if K % d == 0)
+        words = vw // 2
+        return Stream(ch, op, ld, M, K, N, vw, NC, G, K // G, persistent,
+                      phase_rows=max(1, PHASE_WORDS // words))
+
+    # ------------------------------------------------------------------ buffers
+    def buf(self, name: str, numel: int, region: str) -> Buf:
+        if name not in self.bufs:
+            self.bufs[name] = Buf(name, numel, region)
+        return self.bufs[name]
+
+    def allocate(self) -> tuple[int, int]:
+        """Place buffers: persistent first, then loop and post regions aliased. Returns (pool, scratch) floats.
+
+        Buffers that do not fit the 48 KB pool move to global scratch, largest first.
+        """
+        bufs = list(self.bufs.values())
+
+        def layout() -> int:
+            pers = [b for b in bufs if b.region == "persistent" and b.space == "smem"]
+            off = 0
+            for b in pers:
+                b.offset = off
+                off += b.numel
+            peak = off
+            for region in ("loop", "post"):
+                o = off
+                for b in bufs:
+                    if b.region == region and b.space == "smem":
+                        b.offset = o
+                        o += b.numel
+                peak = max(peak, o)
+            return peak
+
+        pool = layout()
+        while pool > SMEM_LIMIT_FLOATS:
+            cands = [b for b in bufs if b.space == "smem"]
+            if not cands:
+                break
+            max(cands, key=lambda b: b.numel).space = "gmem"
+            pool = layout()
+        scratch = 0
+        for b in bufs:
+            if b.space == "gmem":
+                b.offset = scratch
+                scratch += b.numel
+        return pool, scratch
+
+
+def loader_strides(ld: Loader) -> list[int]:
+    return row_strides(ld.dims)

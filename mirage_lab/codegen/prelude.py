@@ -1,0 +1,167 @@
+"""Source text shared by every generated kernel module (and by exported modules).
+
+A generated module is HEADER + PRELUDE + kernels + host code. The header differs between a
+module cached by the runtime (it imports numba through ``mirage_lab.codegen.numba_compat``)
+and an exported one (it carries the ``np.row_stack`` shim inline and depends on torch and
+numba only). The prelude defines the few bit-level helpers numba lacks:
+
+* ``ldg4(a, i)`` / ``ldg2(a, i)``: one 16- / 8-byte load of 4 / 2 int32 words from an int32
+  view of a tensor (scalar fp16 loads cap a kernel near 1.3 TB/s; wide ones reach ~2.9);
+* ``h2f(w)``: the low 16 bits of an integer read as an fp16, widened to float32;
+* ``u2f(w)`` / ``f2u(x)``: float32 <-> int32 bit casts; ``bf2f(w)``: low 16 bits as a bf16;
+* ``f2h(x)``: float32 rounded to fp16, returned as int16 bits (outputs are int16 views).
+
+On the GPU these are numba intrinsics emitting plain LLVM IR (a vector load, trunc, bitcast,
+fpext); under the CUDA simulator they are numpy functions with the same results.
+"""
+from __future__ import annotations
+
+HEADER_PACKAGE = '''\
+import math
+import numpy as np
+import torch
+from mirage_lab.codegen.numba_compat import SIMULATOR, cuda, intrinsic, llvm_ir, numba, types
+'''
+
+HEADER_STANDALONE = '''\
+import math
+import os
+import numpy as np
+import torch
+
+if not hasattr(np, "row_stack"):  # numba-cuda 0.30 still calls np.row_stack (removed in NumPy 2.5)
+    np.row_stack = np.vstack
+import numba  # noqa: E402
+from numba import cuda, types  # noqa: E402
+from numba.cuda.extending import intrinsic  # noqa: E402
+from llvmlite import ir as llvm_ir  # noqa: E402
+
+SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+'''
+
+PRELUDE = '''\
+f32 = np.float32 if SIMULATOR else numba.float32
+
+if SIMULATOR:
+    def ldg4(a, i):
+        return a[i], a[i + 1], a[i + 2], a[i + 3]
+
+    def ldg2(a, i):
+        return a[i], a[i + 1]
+
+    def h2f(w):
+        return np.float32(np.array([int(w) & 0xFFFF], dtype=np.uint16).view(np.float16)[0])
+
+    def u2f(w):
+        return np.array([int(w) & 0xFFFFFFFF], dtype=np.uint32).view(np.float32)[0]
+
+    def bf2f(w):
+        return np.array([(int(w) & 0xFFFF) << 16], dtype=np.uint32).view(np.float32)[0]
+
+    def f2u(x):
+        return np.array([x], dtype=np.float32).view(np.int32)[0]
+
+    def f2h(x):
+        return np.array([x], dtype=np.float16).view(np.int16)[0]
+else:
+    def _as_int(builder, v, width):
+        w = v.type.width
+        if w > width:
+            return builder.trunc(v, llvm_ir.IntType(width))
+        if w < width:
+            return builder.zext(v, llvm_ir.IntType(width))
+        return v
+
+    def _vector_load(n):
+        def typer(typingctx, arr, idx):
+            sig = types.UniTuple(types.int32, n)(arr, idx)
+
+            def codegen(context, builder, signature, args):
+                ary = context.make_array(signature.args[0])(context, builder, args[0])
+                ptr = builder.gep(ary.data, [args[1]])
+                vty = llvm_ir.VectorType(llvm_ir.IntType(32), n)
+                vec = builder.load(builder.bitcast(ptr, vty.as_pointer()), align=4 * n)
+                parts = [builder.extract_element(vec, llvm_ir.Constant(llvm_ir.IntType(32), k)) for k in range(n)]
+                return context.make_tuple(builder, signature.return_type, parts)
+
+            return sig, codegen
+        return typer
+
+    ldg4 = intrinsic(_vector_load(4))
+    ldg2 = intrinsic(_vector_load(2))
+
+    @intrinsic
+    def h2f(typingctx, w):
+        def codegen(context, builder, signature, args):
+            h = builder.bitcast(_as_int(builder, args[0], 16), llvm_ir.HalfType())
+            return builder.fpext(h, llvm_ir.FloatType())
+        return types.float32(w), codegen
+
+    @intrinsic
+    def u2f(typingctx, w):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(_as_int(builder, args[0], 32), llvm_ir.FloatType())
+        return types.float32(w), codegen
+
+    @intrinsic
+    def bf2f(typingctx, w):
+        def codegen(context, builder, signature, args):
+            h = builder.zext(_as_int(builder, args[0], 16), llvm_ir.IntType(32))
+            return builder.bitcast(builder.shl(h, llvm_ir.Constant(llvm_ir.IntType(32), 16)), llvm_ir.FloatType())
+        return types.float32(w), codegen
+
+    @intrinsic
+    def f2u(typingctx, x):
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], llvm_ir.IntType(32))
+        return types.int32(x), codegen
+
+    @intrinsic
+    def f2h(typingctx, x):
+        def codegen(context, builder, signature, args):
+            h = builder.fptrunc(args[0], llvm_ir.HalfType())
+            return builder.bitcast(h, llvm_ir.IntType(16))
+        return types.int16(x), codegen
+
+if SIMULATOR:
+    fexp, fsqrt, fpow = np.exp, np.sqrt, np.power
+
+    def ferf(x):
+        return np.float32(math.erf(float(x)))
+
+    def f2bf(x):
+        u = int(np.array([x], dtype=np.float32).view(np.uint32)[0])
+        u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        return np.array([u & 0xFFFF], dtype=np.uint16).view(np.int16)[0]
+else:
+    fexp, fsqrt, fpow, ferf = math.exp, math.sqrt, math.pow, math.erf
+
+    @intrinsic
+    def f2bf(typingctx, x):
+        def codegen(context, builder, signature, args):  # round to nearest even, keep the high half
+            i32 = llvm_ir.IntType(32)
+            u = builder.bitcast(args[0], i32)
+            lsb = builder.and_(builder.lshr(u, llvm_ir.Constant(i32, 16)), llvm_ir.Constant(i32, 1))
+            r = builder.add(builder.add(u, llvm_ir.Constant(i32, 0x7FFF)), lsb)
+            return builder.trunc(builder.lshr(r, llvm_ir.Constant(i32, 16)), llvm_ir.IntType(16))
+        return types.int16(x), codegen
+
+
+def _empty(dims, dtype, dev, poison):
+    if poison:
+        return torch.full(dims, float("nan"), dtype=dtype, device=dev)
+    return torch.empty(dims, dtype=dtype, device=dev)
+
+
+def _stream():
+    if SIMULATOR:
+        return 0
+    ptr = torch.cuda.current_stream().cuda_stream
+    s = _STREAMS.get(ptr)
+    if s is None:
+        s = _STREAMS[ptr] = cuda.external_stream(ptr)
+    return s
+
+
+_STREAMS = {}
+'''

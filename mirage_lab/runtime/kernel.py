@@ -1,0 +1,228 @@
+"""Compiled μGraphs callable on torch tensors.
+
+``compile(graph)`` generates the program's module (:mod:`mirage_lab.codegen`), writes it
+to ``<cache_dir>/mirage_<hash>.py`` (``~/.cache/mirage_lab/kernels`` unless
+``MIRAGE_LAB_CACHE`` says otherwise) and imports it. The file is rewritten only when its
+text changes, so numba's own ``cache=True`` (which needs a real file) keeps the compiled
+kernels between processes.
+
+    >>> import torch, mirage_lab as mi
+    >>> from mirage_lab.examples import rms_norm_linear_fused
+    >>> k = mi.runtime.compile(rms_norm_linear_fused(16, 4096, 4096))        # doctest: +SKIP
+    >>> X = torch.randn(16, 4096, device="cuda", dtype=torch.float16)        # doctest: +SKIP
+    >>> W = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)      # doctest: +SKIP
+    >>> (O,) = k(inputs=[X, W])                                              # doctest: +SKIP
+    >>> O2 = k(inputs=[X, W], graph=True)[0]   # replays a captured CUDA graph  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Sequence
+
+import torch
+
+from ..codegen import CODEGEN_VERSION, GeneratedModule, KernelInfo, generate_module
+from ..errors import KernelInputError, MirageLabError
+from ..ir.kernel_graph import KernelGraph
+from ..ir.shapes import fmt
+
+_LOCK = threading.Lock()
+_COMPILED: dict[str, "CompiledKernel"] = {}
+
+
+def simulator_active() -> bool:
+    """True when numba runs kernels on the CPU simulator (``NUMBA_ENABLE_CUDASIM=1``)."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("MIRAGE_LAB_CACHE")
+    base = Path(env) if env else Path.home() / ".cache" / "mirage_lab"
+    return base / "kernels"
+
+
+def _import_file(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:  # pragma: no cover
+        raise MirageLabError(f"cannot import generated module {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # numba's cache locator looks the module up by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class CompiledKernel:
+    """A μGraph compiled to Numba-CUDA kernels plus torch ops; call it on torch tensors.
+
+    ``kernel(inputs=[...])`` launches on torch's current stream and returns new output
+    tensors. ``kernel(inputs=[...], graph=True)`` captures the launch sequence in a CUDA
+    graph the first time it sees these input tensors (by address) and replays it after:
+    the returned outputs are the graph's static buffers, overwritten by the next replay.
+    """
+
+    def __init__(self, graph: KernelGraph, generated: GeneratedModule, module: ModuleType, path: Path | None,
+                 graph_hash: str) -> None:
+        self.graph = graph
+        self.generated = generated
+        self.module = module
+        self.path = path
+        self.hash = graph_hash
+        self.simulator = simulator_active()
+        self._graphs: dict[tuple, "GraphedKernel"] = {}
+
+    @property
+    def source(self) -> str:
+        """The generated module's Python source."""
+        return self.generated.source
+
+    @property
+    def kernels(self) -> list[KernelInfo]:
+        return self.generated.kernels
+
+    # ------------------------------------------------------------------ inputs
+    def check_inputs(self, inputs: Any) -> list[torch.Tensor]:
+        """Validate ``inputs`` (count, shape, dtype, device); return them contiguous and 16-byte aligned."""
+        g = self.graph
+        if inputs is None:
+            raise KernelInputError(f"this μGraph takes {len(g.inputs)} inputs: call it as kernel(inputs=[...])")
+        if isinstance(inputs, torch.Tensor) or not isinstance(inputs, (list, tuple)):
+            raise KernelInputError(f"inputs must be a list of torch tensors, got {type(inputs).__name__}")
+        if len(inputs) != len(g.inputs):
+            decl = ", ".join(f"{t.dtype.name}{fmt(t.dims)}" for t in g.inputs)
+            raise KernelInputError(f"this μGraph takes {len(g.inputs)} inputs ({decl}) but got {len(inputs)}")
+        out = []
+        dev = None
+        for i, (x, t) in enumerate(zip(inputs, g.inputs)):
+            if not isinstance(x, torch.Tensor):
+                raise KernelInputError(f"input {i} must be a torch.Tensor, got {type(x).__name__}")
+            if tuple(x.shape) != t.dims:
+                raise KernelInputError(f"input {i} has shape {fmt(tuple(x.shape))} but the μGraph declares {fmt(t.dims)}")
+            if x.dtype != t.dtype.torch:
+                raise KernelInputError(f"input {i} has dtype {x.dtype} but the μGraph declares {t.dtype.torch}")
+            if self.simulator:
+                if x.device.type != "cpu":
+                    raise KernelInputError(f"input {i} is on {x.device}; under the CUDA simulator inputs live on the CPU")
+            elif x.device.type != "cuda":
+                raise KernelInputError(
+                    f"input {i} is on {x.device}; compiled μGraphs run on CUDA tensors (move it with .cuda())")
+            if dev is None:
+                dev = x.device
+            elif x.device != dev:
+                raise KernelInputError(f"inputs are on different devices ({dev} and {x.device})")
+            if not x.is_contiguous():
+                x = x.contiguous()
+            if x.data_ptr() % 16:
+                x = x.clone()  # 16-byte vector loads need aligned rows
+            out.append(x)
+        return out
+
+    # ------------------------------------------------------------------ calls
+    def __call__(self, inputs: Sequence[torch.Tensor] | None = None, *, graph: bool = False,
+                 poison: bool = False) -> list[torch.Tensor]:
+        """Run on ``inputs``; ``poison=True`` NaN-fills outputs first (to catch unwritten elements)."""
+        xs = self.check_inputs(inputs)
+        if graph and not self.simulator:
+            key = tuple((x.data_ptr(), tuple(x.shape), x.dtype) for x in xs)
+            gk = self._graphs.get(key)
+            if gk is None:
+                gk = self._graphs[key] = GraphedKernel(self, xs)
+            return gk.replay()
+        return self.module.run(xs, poison)
+
+    def run_unchecked(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Launch without validation (inputs already checked): the profiler's eager path."""
+        return self.module.run(inputs)
+
+    def capture(self, inputs: Sequence[torch.Tensor]) -> "GraphedKernel":
+        """Capture the launch sequence on these exact input tensors (update them in place, then replay)."""
+        return GraphedKernel(self, self.check_inputs(inputs))
+
+    def resource_report(self) -> list[dict[str, Any]]:
+        """Registers, shared memory and local memory per generated kernel (real GPU only)."""
+        rows = []
+        for info in self.kernels:
+            kern = getattr(self.module, info.name)
+            row: dict[str, Any] = {"kernel": info.name, "grid": info.grid, "threads": info.threads,
+                                   "smem_pool_bytes": 4 * info.pool_floats,
+                                   "scratch_bytes": 4 * info.scratch_floats, "streamed_inputs": info.streamed_inputs}
+            if not self.simulator:
+                try:
+                    sig = next(iter(kern.overloads))
+                    row["regs_per_thread"] = kern.get_regs_per_thread(sig)
+                    row["local_bytes_per_thread"] = kern.get_local_mem_per_thread(sig)
+                    row["shared_bytes"] = kern.get_shared_mem_per_block(sig)
+                except (StopIteration, Exception) as e:  # not launched yet, or the query is unsupported
+                    row["error"] = str(e)
+            rows.append(row)
+        return rows
+
+    def __repr__(self) -> str:
+        return (f"CompiledKernel({len(self.kernels)} generated kernel(s), hash {self.hash[:12]}, "
+                f"{'simulator' if self.simulator else 'cuda'}, {self.path})")
+
+
+class GraphedKernel:
+    """A compiled μGraph's launches captured in a torch CUDA graph on static input tensors."""
+
+    def __init__(self, kernel: CompiledKernel, inputs: list[torch.Tensor]) -> None:
+        if kernel.simulator:
+            raise MirageLabError("CUDA graphs need a real GPU; the CUDA simulator cannot capture them")
+        self.kernel = kernel
+        self.inputs = inputs
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm up: loads the modules outside the capture
+            for _ in range(2):
+                kernel.module.run(inputs)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.outputs = kernel.module.run(inputs)
+        torch.cuda.synchronize()
+
+    def replay(self) -> list[torch.Tensor]:
+        self.graph.replay()
+        return self.outputs
+
+
+def compile(graph: KernelGraph, *, cache_dir: str | os.PathLike | None = None) -> CompiledKernel:  # noqa: A001
+    """Generate, cache on disk and import the kernels of ``graph``.
+
+    >>> from mirage_lab.examples import rms_norm_linear_fused
+    >>> k = compile(rms_norm_linear_fused(4, 256, 256, grid=8, forloop_range=4))   # doctest: +SKIP
+    >>> k.kernels[0].grid                                                        # doctest: +SKIP
+    (8, 1, 1)
+    """
+    if not isinstance(graph, KernelGraph):
+        raise MirageLabError(f"runtime.compile: expected a KernelGraph, got {type(graph).__name__}")
+    h = graph.content_hash()
+    sim = simulator_active()
+    key = f"{h}:{sim}:{cache_dir}"
+    with _LOCK:
+        if key in _COMPILED:
+            return _COMPILED[key]
+        gen = generate_module(graph)
+        d = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        tag = hashlib.sha256(f"{h}:{CODEGEN_VERSION}".encode()).hexdigest()[:20]
+        path = d / f"mirage_{tag}.py"
+        if not path.exists() or path.read_text() != gen.source:
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(gen.source)
+            os.replace(tmp, path)  # atomic: a concurrent process never imports half a file
+        mod = _import_file(path, f"mirage_lab_kernels_{tag}")
+        ck = CompiledKernel(graph, gen, mod, path, h)
+        _COMPILED[key] = ck
+        return ck
+
+
+def run_graph(graph: KernelGraph, inputs: Sequence[torch.Tensor] | None = None, **kw: Any) -> list[torch.Tensor]:
+    """``graph(inputs=[...])``: compile (once per process and graph) and call."""
+    return compile(graph)(inputs, **kw)

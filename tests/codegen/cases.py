@@ -1,0 +1,149 @@
+"""Small μGraphs for generated-kernel tests: the seed examples plus hand-built block graphs
+that together use every block op, every accumulator kind, broadcasting, a streamed and a
+staged matmul, loop-invariant tiles, a scratch spill, odd last dims and the three dtypes.
+
+Each case is ``(name, build() -> KernelGraph, make_inputs(graph, generator) -> [tensors])``.
+Shapes are small: the CUDA simulator runs ~1k threads a second.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+import mirage_lab as mi
+from mirage_lab.examples import gated_mlp_fused, gqa_flashdecoding, rms_norm_linear_fused
+
+
+def randn_inputs(scale: float = 1.0, positive: bool = False):
+    def make(g: mi.KernelGraph, gen: torch.Generator) -> list[torch.Tensor]:
+        out = []
+        for t in g.inputs:
+            x = torch.randn(t.dims, generator=gen, dtype=torch.float32) * scale
+            if positive:
+                x = x.abs() + 0.5
+            out.append(x.to(t.dtype.torch))
+        return out
+    return make
+
+
+def gqa_inputs(g: mi.KernelGraph, gen: torch.Generator) -> list[torch.Tensor]:
+    q, k, v = g.inputs
+    d = q.dims[-1]
+    # without a softmax scale, exp(QK) must stay inside fp16's range for the fp16 intermediates
+    Q = (torch.randn(q.dims, generator=gen) / d ** 0.5).to(torch.float16)
+    K = (torch.randn(k.dims, generator=gen) * 0.5).to(torch.float16)
+    V = torch.randn(v.dims, generator=gen).to(torch.float16)
+    return [Q, K, V]
+
+
+def elementwise_graph(dtype=mi.float16) -> mi.KernelGraph:
+    """Broadcast binary ops, every unary op, clamp, mul_scalar, pow; accumulators None/sum/mean/rms."""
+    g = mi.new_kernel_graph()
+    X = g.new_input((8, 64), dtype=dtype)
+    Y = g.new_input((8, 64), dtype=dtype)
+    Z = g.new_input((1, 64), dtype=dtype)
+    bg = mi.new_threadblock_graph(grid_dim=(2, 1, 1), block_dim=(128, 1, 1), forloop_range=2)
+    x = bg.new_input(X, input_map=(0, -1, -1), forloop_dim=1)   # [4, 32]
+    y = bg.new_input(Y, input_map=(0, -1, -1), forloop_dim=1)
+    z = bg.new_input(Z, input_map=(-1, -1, -1), forloop_dim=1)  # [1, 32], broadcast over rows
+    a = bg.exp(bg.mul_scalar(bg.add(x, z), 0.25))
+    c = bg.clamp(bg.mul(a, y), -2.0, 2.0)
+    s1 = bg.forloop_accum(c)                    # [4, 32]
+    s2 = bg.forloop_accum(bg.square(x), "sum")  # [4, 1]
+    s3 = bg.forloop_accum(y, "mean")            # [4, 1]
+    s4 = bg.forloop_accum(x, "rms")             # [4, 1]
+    e = bg.sub(bg.div(s1, s2), s3)
+    h = bg.sqrt(bg.square(bg.mul_scalar(e, 0.5)))
+    p = bg.pow(h, s4)
+    bg.new_output(p, output_map=(0, -1, -1))
+    bg.new_output(bg.silu(bg.gelu(bg.relu(bg.add(s3, s4)))), output_map=(0, -1, -1))
+    O1, O2 = g.customized([X, Y, Z], bg)
+    g.mark_output(O1)
+    g.mark_output(O2)
+    return g
+
+
+def structural_graph() -> mi.KernelGraph:
+    """Staged matmul with an epilogue and accumulator, block reduction, rms_norm, concat,
+    sum_todimx, a matmul after the loop, two outputs."""
+    g = mi.new_kernel_graph()
+    X = g.new_input((4, 128))
+    W = g.new_input((128, 64))
+    bg = mi.new_threadblock_graph(grid_dim=(2, 1, 1), block_dim=(128, 1, 1), forloop_range=4, reduction_dimx=8)
+    x = bg.new_input(X, input_map=(-1, -1, -1), forloop_dim=1)  # [4, 32]
+    w = bg.new_input(W, input_map=(1, -1, -1), forloop_dim=0)   # [32, 32], used twice: staged
+    acc1 = bg.forloop_accum(bg.relu(bg.matmul(x, w)))          # [4, 32]
+    acc2 = bg.forloop_accum(bg.reduction(w, 0), "sum_todimx")  # [1, 8]
+    acc3 = bg.forloop_accum(bg.rms_norm(x), "sum")             # [4, 1]
+    acc4 = bg.forloop_accum(bg.concat(x, bg.exp(x), 1), "sum_todimx")  # [4, 8]
+    mm = bg.matmul(acc3, acc2)                                  # [4, 8] after the loop
+    bg.new_output(bg.div(acc1, acc3), output_map=(1, -1, -1))   # [4, 64]
+    bg.new_output(bg.add(acc4, mm), output_map=(1, -1, -1))     # [4, 16]
+    O1, O2 = g.customized([X, W], bg)
+    g.mark_output(O1)
+    g.mark_output(O2)
+    return g
+
+
+def streamed_epilogue_graph() -> mi.KernelGraph:
+    """A streamed matmul reduced every iteration (matmul -> exp -> accum), a grid-mapped and
+    looped dim (tile index b*frange+i), and a kernel-level op after the customized one."""
+    g = mi.new_kernel_graph()
+    X = g.new_input((2, 64))
+    W = g.new_input((64, 256))
+    bg = mi.new_threadblock_graph(grid_dim=(2, 1, 1), block_dim=(128, 1, 1), forloop_range=2)
+    x = bg.new_input(X, input_map=(-1, -1, -1), forloop_dim=-1)  # [2, 64], loop-invariant
+    w = bg.new_input(W, input_map=(1, -1, -1), forloop_dim=1)    # [64, 64]: dim 1 is grid- and loop-split
+    acc = bg.forloop_accum(bg.exp(bg.mul_scalar(bg.matmul(x, w), 0.125)))  # [2, 64]
+    bg.new_output(acc, output_map=(1, -1, -1))                    # [2, 128]
+    O = g.customized([X, W], bg)
+    g.mark_output(g.sqrt(O[0]))
+    return g
+
+
+def spill_graph() -> mi.KernelGraph:
+    """A float32 tile too large for 48 KB of shared memory: it moves to global scratch."""
+    g = mi.new_kernel_graph()
+    X = g.new_input((128, 128), dtype=mi.float32)
+    bg = mi.new_threadblock_graph(grid_dim=(1, 1, 1), block_dim=(128, 1, 1), forloop_range=1)
+    x = bg.new_input(X, input_map=(-1, -1, -1), forloop_dim=-1)   # [128, 128] f32 = 64 KB
+    s = bg.forloop_accum(bg.square(x), "sum")                      # [128, 1]
+    bg.new_output(bg.div(bg.forloop_accum(x), bg.sqrt(s)), output_map=(-1, -1, -1))
+    (O,) = g.customized([X], bg)
+    g.mark_output(O)
+    return g
+
+
+def odd_dims_graph(dtype=mi.float16) -> mi.KernelGraph:
+    """Odd last dims (scalar 16-bit loads through an int16 view) and a 3-D tile."""
+    g = mi.new_kernel_graph()
+    X = g.new_input((2, 3, 15), dtype=dtype)
+    bg = mi.new_threadblock_graph(grid_dim=(2, 1, 1), block_dim=(128, 1, 1), forloop_range=3)
+    x = bg.new_input(X, input_map=(0, -1, -1), forloop_dim=2)   # [1, 3, 5]
+    s = bg.forloop_accum(bg.gelu(x))                             # [1, 3, 5]
+    m = bg.forloop_accum(x, "mean")                              # [1, 3, 1]
+    bg.new_output(bg.mul(s, m), output_map=(0, -1, -1))
+    (O,) = g.customized([X], bg)
+    g.mark_output(O)
+    return g
+
+
+CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [
+    ("rms_norm_linear", lambda: rms_norm_linear_fused(4, 256, 256, grid=8, forloop_range=4), randn_inputs()),
+    ("rms_norm_linear_m16", lambda: rms_norm_linear_fused(16, 128, 64, grid=2, forloop_range=2), randn_inputs()),
+    ("rms_norm_linear_bf16", lambda: rms_norm_linear_fused(2, 128, 128, grid=4, forloop_range=2, dtype=mi.bfloat16),
+     randn_inputs()),
+    ("gated_mlp", lambda: gated_mlp_fused(4, 128, 128, grid=4, forloop_range=4), randn_inputs(0.5)),
+    ("gqa_decode", lambda: gqa_flashdecoding(batch=2, q_len=1, head_dim=32, kv_len=256, kv_splits=4, q_blocks=1,
+                                             forloop_range=2), gqa_inputs),
+    ("gqa_prefill", lambda: gqa_flashdecoding(batch=1, q_len=16, head_dim=16, kv_len=128, kv_splits=2, q_blocks=2,
+                                              forloop_range=2), gqa_inputs),
+    ("elementwise", elementwise_graph, randn_inputs(0.5, positive=True)),
+    ("elementwise_f32", lambda: elementwise_graph(mi.float32), randn_inputs(0.5, positive=True)),
+    ("structural", structural_graph, randn_inputs(0.5)),
+    ("streamed_epilogue", streamed_epilogue_graph, randn_inputs(0.5)),
+    ("spill", spill_graph, randn_inputs()),
+    ("odd_dims", odd_dims_graph, randn_inputs()),
+    ("odd_dims_bf16", lambda: odd_dims_graph(mi.bfloat16), randn_inputs()),
+]
