@@ -101,9 +101,14 @@ hook_build_extension() {
     say "JupyterLab extension: up to date"
     return 0
   fi
-  command -v npm >/dev/null 2>&1 || die "npm is needed to build the JupyterLab extension (apt-get install nodejs npm)"
+  if ! command -v npm >/dev/null 2>&1; then
+    say "npm is needed to build the JupyterLab extension (apt-get install nodejs npm)"; return 1
+  fi
   say "building the JupyterLab extension (npm ci && npm run build)"
-  (cd extension && npm ci && npm run build)
+  # Explicit checks: set -e does not apply inside a function called from a condition.
+  if ! (cd extension && npm ci && npm run build); then
+    return 1
+  fi
   echo "$key" > "$stamp"
 }
 
@@ -123,11 +128,17 @@ ensure_python_packages() {
   echo "$key" > "$stamp"
 }
 
+EXTENSION_FAILED=0
 setup() {
   local t0=$SECONDS
   ensure_system_packages
   ensure_venv
-  hook_build_extension
+  if ! hook_build_extension; then
+    # Keep going: the Python package, the demo and the Python tests do not need the extension.
+    # `./dev.sh test` still fails at the end, so CI reports the broken build.
+    EXTENSION_FAILED=1
+    say "WARNING: the JupyterLab extension build FAILED (see the npm output above); continuing without it"
+  fi
   ensure_python_packages
   say "set-up done in $((SECONDS - t0))s"
 }
@@ -145,13 +156,18 @@ hook_js_tests() {
 cmd_test() {
   setup
   local rc_js=0 rc_py=0 t0=$SECONDS
-  hook_js_tests || rc_js=$?
+  if [ "$EXTENSION_FAILED" -eq 0 ]; then
+    hook_js_tests || rc_js=$?
+  else
+    say "JS unit tests: skipped (the extension did not build)"
+  fi
   local nb=()
   if compgen -G "notebooks/*.ipynb" >/dev/null; then nb=(--nbmake notebooks/); fi
   say "pytest tests/ ${nb[*]} (timeout ${PYTEST_TIMEOUT}s per test)"
   "$PY" -m pytest -p no:cacheprovider --timeout="$PYTEST_TIMEOUT" tests/ "${nb[@]}" "$@" || rc_py=$?
-  say "tests done in $((SECONDS - t0))s: JS $( [ $rc_js -eq 0 ] && echo ok || echo "FAILED ($rc_js)" ), pytest $( [ $rc_py -eq 0 ] && echo ok || echo "FAILED ($rc_py)" )"
-  [ $rc_js -eq 0 ] && [ $rc_py -eq 0 ]
+  local ext="ok"; [ "$EXTENSION_FAILED" -eq 0 ] || ext="BUILD FAILED"
+  say "tests done in $((SECONDS - t0))s: extension $ext, JS $( [ $rc_js -eq 0 ] && echo ok || echo "FAILED ($rc_js)" ), pytest $( [ $rc_py -eq 0 ] && echo ok || echo "FAILED ($rc_py)" )"
+  [ $rc_js -eq 0 ] && [ $rc_py -eq 0 ] && [ "$EXTENSION_FAILED" -eq 0 ]
 }
 
 cmd_demo() {
