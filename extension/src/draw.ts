@@ -14,7 +14,7 @@ const SVG_NS = 'http://www.w3.org/2000/svg';
 
 export const SVG_CSS = `
 .mlg-svg { font-family: 'DejaVu Sans Mono', Menlo, Consolas, 'Liberation Mono', monospace; }
-.mlg-svg text { font-size: ${NODE_FONT_PX}px; fill: #1a1a1a; dominant-baseline: middle; }
+.mlg-svg text { font-size: ${NODE_FONT_PX}px; fill: #1a1a1a; dominant-baseline: middle; pointer-events: none; }
 .mlg-svg .mlg-bg { fill: var(--jp-layout-color0, #ffffff); }
 .mlg-svg .mlg-node rect.mlg-box { stroke: #555; stroke-width: 1; rx: 5; ry: 5; }
 .mlg-svg .mlg-node { cursor: pointer; }

@@ -383,7 +383,10 @@ function addBlockGraph(
             title: 'Loader',
             rows: [
               ['imap', `${fmtValue(b.attrs.input_map)}  ${imap}`],
-              ['fmap (forloop_dim)', `${fmtValue(b.attrs.forloop_dim)}  ${fmap}`],
+              [
+                'fmap (forloop_dim)',
+                fmap === '∅' ? `${fmtValue(b.attrs.forloop_dim)} (none: the same tile every iteration)` : fmap
+              ],
               ['kernel tensor', tensorRow(kt, op.inputs[i], false)],
               ['dtensor_dims', fmtValue(b.attrs.dtensor_dims)],
               ['tile', outT.map(fmtTensor).join(', ')],

@@ -47,6 +47,10 @@ describe('buildModel (RMSNorm + Linear, one customized op)', () => {
     expect(acc).toContainEqual(['after_accum', 'true']);
     const loader = m.nodes.get('k2/b1')!.sections.find(s => s.title === 'Loader')!.rows;
     expect(loader).toContainEqual(['kernel tensor', 't1: 4096×4096 float16']);
+    expect(loader).toContainEqual(['fmap (forloop_dim)', '0']);
+    expect(loader).toContainEqual(['imap', '[1,-1,-1]  {x→1}']);
+    const gqaLoader = buildModel(gqa()).nodes.get('k4/b0')!.sections.find(s => s.title === 'Loader')!.rows;
+    expect(gqaLoader).toContainEqual(['fmap (forloop_dim)', '-1 (none: the same tile every iteration)']);
   });
 
   it('links kernel tensors to the loaders and savers of the customized op', () => {

@@ -1,0 +1,304 @@
+"""The JupyterLab μGraph inspector (extension/) in a real JupyterLab, driven by headless Chromium.
+
+The test writes a notebook whose outputs are *saved* MIME bundles of the fused RMSNorm+Linear
+and the two-kernel GQA μGraphs (plus one broken bundle), starts JupyterLab on a free port with
+no kernel, and checks what a person would: the kernel graph is drawn, expanding a customized op
+shows its block graph and a fusion chain its thread graph, clicking a node fills the side panel,
+search highlights, metric colouring has a legend, Export SVG downloads the view, and bad data
+shows a message instead of breaking the page. Screenshots go to test-artifacts/.
+
+It uses the built extension in mirage_lab/labextension/ (`cd extension && npm ci && npm run build`)
+through JUPYTER_PATH, so it tests the current build whether or not the package is pip-installed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+
+REPO = Path(__file__).resolve().parents[2]
+BUILT = REPO / "mirage_lab" / "labextension"
+EXT_NAME = "mirage-lab-mugraph"
+CHROMIUM = os.environ.get("MIRAGE_LAB_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = REPO / "test-artifacts"
+DOC_SHOT = REPO / "docs" / "img" / "extension_inspector.png"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+GQA_METRICS = {"op3": {"latency_us": 31.5, "bytes": 134217728}, "op4": {"latency_us": 6.2, "bytes": 1572864}}
+
+
+def _requirements() -> str | None:
+    if not (BUILT / "package.json").is_file():
+        return f"extension not built ({BUILT} missing): run `cd extension && npm ci && npm run build`"
+    if not Path(CHROMIUM).exists():
+        return f"no Chromium at {CHROMIUM} (apt-get install chromium, or set MIRAGE_LAB_CHROMIUM)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright Python package is not installed (pip install playwright)"
+    return None
+
+
+_missing = _requirements()
+if _missing:
+    pytestmark.append(pytest.mark.skip(reason=_missing))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _notebook(path: Path) -> None:
+    import nbformat
+
+    from mirage_lab import examples as ex
+    from mirage_lab.ir.serialize import MIME_TYPE
+    from mirage_lab.viz.mime import mimebundle
+
+    nb = nbformat.v4.new_notebook()
+    cells = [nbformat.v4.new_markdown_cell("# μGraph inspector (saved outputs, no kernel)")]
+    sources = [
+        ("from mirage_lab import examples as ex\nex.rms_norm_linear_fused()", mimebundle(ex.rms_norm_linear_fused())),
+        ("ex.gqa_flashdecoding()  # with measured metrics", mimebundle(ex.gqa_flashdecoding(), metrics=GQA_METRICS)),
+        ("broken", {MIME_TYPE: {"format": "not-a-mugraph"}, "text/plain": "KernelGraph(broken on purpose)"}),
+    ]
+    for n, (src, bundle) in enumerate(sources, start=1):
+        cell = nbformat.v4.new_code_cell(src, execution_count=n)
+        cell.outputs = [nbformat.v4.new_output("execute_result", data=bundle, execution_count=n)]
+        cells.append(cell)
+    nb.cells = cells
+    nbformat.validate(nb)
+    path.write_text(nbformat.writes(nb), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server with only the built extension added, isolated from the user's config."""
+    base = tmp_path_factory.mktemp("lab")
+    root, data, config = base / "root", base / "data", base / "config"
+    for d in (root, data / "labextensions", config / "labconfig"):
+        d.mkdir(parents=True)
+    # What `jupyter labextension develop` does: the extension dir links to the build output.
+    (data / "labextensions" / EXT_NAME).symlink_to(BUILT, target_is_directory=True)
+    # No news pop-up over the notebook.
+    (config / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    _notebook(root / "inspector.ipynb")
+    env = dict(os.environ, JUPYTER_PATH=str(data), JUPYTER_CONFIG_DIR=str(config),
+               JUPYTERLAB_SETTINGS_DIR=str(base / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(base / "ws"),
+               JUPYTER_RUNTIME_DIR=str(base / "runtime"), JUPYTER_PLATFORM_DIRS="1")
+
+    listed = subprocess.run([sys.executable, "-m", "jupyterlab.labextensions", "list"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    listing = listed.stdout + listed.stderr
+    line = next((ln for ln in listing.splitlines() if EXT_NAME in ln), "")
+    assert "enabled" in line and "OK" in line, f"`jupyter labextension list` does not show {EXT_NAME} enabled:\n{listing}"
+
+    port, token = _free_port(), "mirage-lab-browser-test"
+    log = (base / "lab.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0",
+         "--allow-root", "--LabApp.extension_manager=readonly",
+         "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited early:\n{(base / 'lab.log').read_text()}")
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"jupyter lab did not start in 90 s:\n{(base / 'lab.log').read_text()}")
+            time.sleep(0.5)
+        yield {"url": url, "token": token, "log": base / "lab.log"}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _kernels(lab) -> list:
+    with urllib.request.urlopen(f"{lab['url']}/api/kernels?token={lab['token']}", timeout=5) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture(scope="module")
+def page(lab):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
+        pg = context.new_page()
+        pg.errors = []  # uncaught page errors, checked at the end
+        pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+        pg.goto(f"{lab['url']}/lab/tree/inspector.ipynb?token={lab['token']}", wait_until="domcontentloaded")
+        # The notebook has no kernelspec: answer JupyterLab's kernel dialog with "No Kernel".
+        dialog = pg.locator(".jp-Dialog")
+        try:
+            dialog.get_by_role("button", name="No Kernel").click(timeout=30_000)
+            dialog.wait_for(state="detached")
+        except Exception:  # a JupyterLab that asks nothing: fine, no kernel either way
+            pass
+        pg.locator(".mlg-root .mlg-svg").nth(1).wait_for(timeout=60_000)
+        yield pg
+        context.close()
+        browser.close()
+
+
+def _inspector(page, n: int):
+    return page.locator(".mlg-root:has(.mlg-toolbar)").nth(n)
+
+
+def _panel_text(insp) -> str:
+    return insp.locator(".mlg-panel").inner_text()
+
+
+def _node(insp, node_id: str):
+    return insp.locator(f'[data-id="{node_id}"]')
+
+
+def test_kernel_graphs_render_from_saved_outputs_without_a_kernel(page, lab):
+    assert page.locator(".mlg-root").count() == 3  # two inspectors and the broken bundle's message
+    assert page.locator(".mlg-root:has(.mlg-toolbar)").count() == 2
+    rms = _inspector(page, 0)
+    for nid in ("k0", "k1", "k2", "out2"):
+        assert _node(rms, nid).count() == 1, nid
+    assert _node(rms, "k2/b0").count() == 0  # collapsed at first
+    assert "customized #2" in rms.locator('[data-id="k2"] > text').first.text_content()
+    gqa = _inspector(page, 1)
+    for nid in ("k0", "k1", "k2", "k3", "k4", "out5"):
+        assert _node(gqa, nid).count() == 1, nid
+    # The inspector, not the SVG fallback, renders the bundle.
+    assert page.locator(".jp-RenderedSVG").count() == 0
+    assert _kernels(lab) == []
+    page.screenshot(path=str(ARTIFACTS / "inspector_notebook.png"))
+
+
+def test_expand_customized_op_then_chain_and_inspect_nodes(page):
+    rms = _inspector(page, 0)
+    rms.locator('[data-toggle="k2"]').click()
+    _node(rms, "k2/b0").wait_for()
+    for nid in ("k2/b0", "k2/b1", "k2/b2", "k2/b5", "k2/b6", "k2/c3"):
+        assert _node(rms, nid).count() == 1, nid
+    assert "k2/c3/b3" not in rms.inner_html()  # the thread level is still folded
+
+    _node(rms, "k2/b1").click()
+    text = _panel_text(rms)
+    assert "loader 1" in text and "imap" in text and "[1,-1,-1]" in text and "{x→1}" in text
+    assert "fmap (forloop_dim)" in text and "t1: 4096×4096 float16" in text
+    assert rms.locator('.mlg-selected[data-id="k2/b1"]').count() == 1
+
+    _node(rms, "k2/b6").click()
+    text = _panel_text(rms)
+    assert "saver 0" in text and "omap" in text and "out_dims" in text and "[16,4096]" in text
+
+    _node(rms, "k2/b2").click()
+    text = _panel_text(rms)
+    assert "accum rms" in text and "kind (acc)" in text and "after_accum" in text
+
+    rms.locator('[data-toggle="k2/c3"]').click()
+    _node(rms, "k2/c3/b3").wait_for()
+    _node(rms, "k2/c3/b4").click()
+    text = _panel_text(rms)
+    assert "thread level" in text and "none (plain sum)" in text
+
+    _node(rms, "k2").locator("rect.mlg-header").click()
+    text = _panel_text(rms)
+    assert "grid_dim" in text and "[256,1,1]" in text and "forloop_range" in text and "matmul → accum(none)" in text
+    rms.screenshot(path=str(ARTIFACTS / "rms_norm_linear_expanded.png"))
+
+
+def test_search_highlights_matches_and_hidden_ones(page):
+    gqa = _inspector(page, 1)
+    box = gqa.locator(".mlg-search")
+    box.fill("sum_todimx")
+    # The matching accumulator is inside collapsed op 4: the op is marked as containing it.
+    assert gqa.locator('.mlg-contains[data-id="k4"]').count() == 1
+    assert "1 match (1 hidden" in gqa.locator(".mlg-count").inner_text()
+    box.press("Enter")  # reveals the hidden match
+    gqa.locator('.mlg-match[data-id="k4/b3"]').wait_for()
+    assert gqa.locator(".mlg-match").count() == 1
+    assert "sum_todimx" in _panel_text(gqa)
+    box.fill("")
+    assert gqa.locator(".mlg-match, .mlg-contains, .mlg-dim").count() == 0
+
+
+def test_metric_colouring_and_legend(page):
+    gqa = _inspector(page, 1)
+    gqa.locator('[data-action="collapse-all"]').click()
+    _node(gqa, "k4/b0").wait_for(state="detached")
+    gqa.locator(".mlg-metric").select_option("latency_us")
+    legend = gqa.locator(".mlg-legend")
+    assert legend.is_visible()
+    assert "latency_us" in legend.inner_text() and "6.2" in legend.inner_text() and "31.5" in legend.inner_text()
+    fill = lambda nid: gqa.locator(f'[data-id="{nid}"] > rect.mlg-box').first.get_attribute("style")  # noqa: E731
+    assert fill("k3") == "fill: #fde725"  # the slowest op: top of the scale
+    assert fill("k4") == "fill: #440154"  # the fastest: bottom
+    assert gqa.locator('.mlg-nometric[data-id="k0"]').count() == 1  # inputs carry no latency
+
+    # The view for the docs: the slow kernel opened into its block graph, a loader selected.
+    gqa.locator('[data-toggle="k3"]').click()
+    _node(gqa, "k3/b1").wait_for()
+    assert gqa.locator('[data-id="k3"] > rect.mlg-header').get_attribute("style") == "fill: #fde725"
+    _node(gqa, "k3/b1").click()
+    assert "imap" in _panel_text(gqa)
+    gqa.scroll_into_view_if_needed()
+    gqa.screenshot(path=str(ARTIFACTS / "gqa_latency.png"))
+    if DOC_SHOT.parent.is_dir():
+        shutil.copyfile(ARTIFACTS / "gqa_latency.png", DOC_SHOT)
+
+
+def test_export_svg_downloads_the_current_view(page):
+    gqa = _inspector(page, 1)
+    with page.expect_download() as dl:
+        gqa.locator('[data-action="export"]').click()
+    out = ARTIFACTS / "gqa_export.svg"
+    dl.value.save_as(out)
+    text = out.read_text(encoding="utf-8")
+    root = ET.fromstring(text.split("?>", 1)[1])
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert "customized #3 · grid 2×8×16" in text and "customized #4" in text and "loader 1" in text
+    assert ".mlg-svg" in text and "fill: #fde725" in text  # styles and metric colours travel with it
+    assert float(root.get("width")) > 100
+
+
+def test_bad_data_shows_a_message_and_the_text_fallback(page):
+    err = page.locator(".mlg-error")
+    assert err.count() == 1
+    text = err.inner_text()
+    assert 'Cannot show this μGraph: format: expected "mirage_lab.mugraph"' in text
+    assert "KernelGraph(broken on purpose)" in text
+
+
+def test_no_uncaught_errors(page):
+    assert page.errors == []
