@@ -73,13 +73,14 @@ def crt(rp: Any, rq: Any) -> Any:
 
 
 def _inv_mod(x: int, m: int) -> int:
-    # Inverse of 0 is defined as 1 (as Mirage does), so division never faults.
-    x %= m
-    return pow(x, -1, m) if x else 1
+    # x**(m-2): the inverse of every unit, and 0 -> 0. Mirage maps 0 to 1 instead, which
+    # breaks 1/(bc) = (1/b)(1/c) whenever b or c has a zero residue (e.g. a denominator
+    # doubled by a repeated accumulation); x**(m-2) is multiplicative on all of Z_m.
+    return pow(x % m, m - 2, m)
 
 
 def field_inverse(x: int) -> int:
-    """The per-residue inverse of the int ``x`` in Z_pq (a zero residue maps to 1).
+    """The per-residue inverse of the int ``x`` in Z_pq (a zero residue stays 0).
 
     >>> (field_inverse(4096) * 4096) % PQ
     1
@@ -158,11 +159,15 @@ def unary_table(op_type: str, attrs_key: tuple = ()) -> np.ndarray:
         return _table(x * x)
     if op_type == "sqrt":
         return _table(_pow_vec(x, SQRT_EXP))
-    if op_type == "silu":  # x·e^x (as Mirage), a fixed, deterministic stand-in for x·sigmoid(x)
-        return _table(x * _exp_table()[x].astype(np.int64))
-    if op_type == "gelu":  # x·e^{2x}
-        e = _exp_table()[x].astype(np.int64)
-        return _table(x * (e * e % PQ))
+    if op_type in ("silu", "gelu"):
+        # p-part: x·e^x (silu) and x·e^{2x} (gelu), as Mirage. q-part: a fixed pseudo-random
+        # permutation of Z_q per op. Mirage's q-part 0 (ours would be x, since e^x has q-part 1)
+        # makes exp(silu(x)) constant (or equal to exp(x)): exp reads only the q-residue.
+        e = _exp_table()[x].astype(np.int64) % P
+        if op_type == "gelu":
+            e = e * e % P
+        perm = np.random.default_rng(zlib.crc32(op_type.encode())).permutation(Q).astype(np.int64)
+        return _table(crt(x % P * e % P, perm[x % Q]))
     if op_type == "relu":  # max(r, m/2) per residue (Mirage's)
         return _table(crt(np.maximum(x % P, P // 2), np.maximum(x % Q, Q // 2)))
     if op_type == "clamp":
@@ -426,7 +431,7 @@ class FieldOps:
     def binary(self, op_type: str, a: Any, b: Any) -> Any:
         """A binary op (add, sub, mul, div, pow) with numpy broadcasting.
 
-        Division is ``a · b⁻¹`` through the inverse table (a zero residue inverts to 1).
+        Division is ``a · b⁻¹`` through the inverse table (``b**(m-2)`` per residue, so 0 ↦ 0).
         """
         if op_type in ("add", "sub", "mul"):
             return self._arith(op_type, a, b)

@@ -48,7 +48,9 @@ def test_division_is_multiplication_by_the_inverse():
     ab = F.binary("mul", a, b)
     assert np.array_equal(F.binary("div", ab, b)[unit], a[unit])
     inv = F.unary_table("inv").astype(np.int64)
-    assert inv[0] == 1  # Mirage's convention: 1/0 := 1 per residue
+    assert inv[0] == 0  # x**(m-2) per residue: 0 -> 0, so 1/(bc) = (1/b)(1/c) always
+    b2 = rand_fp(4000)
+    assert np.array_equal(F.unary("inv", F.binary("mul", b, b2)), F.binary("mul", F.unary("inv", b), F.unary("inv", b2)))
     x = np.arange(F.PQ)
     u = (x % F.P != 0) & (x % F.Q != 0)
     assert np.all((x[u] * inv[x[u]]) % F.PQ == 1)
@@ -92,7 +94,11 @@ def test_elementwise_ops_against_python_ints():
     assert np.array_equal(sq, a.astype(np.int64) ** 2 % F.PQ)
     silu = F.unary("silu", a).astype(np.int64)
     e = F.unary("exp", a).astype(np.int64)
-    assert np.array_equal(silu, a.astype(np.int64) * e % F.PQ)
+    assert np.array_equal(silu % F.P, a.astype(np.int64) * e % F.P)   # x·e^x in the p-part
+    # exp reads the q-residue: exp∘silu and exp∘gelu must not collapse to exp (or to each other)
+    x = np.arange(F.PQ, dtype=np.uint16)
+    ex, es, eg = (F.unary("exp", y) for y in (x, F.unary("silu", x), F.unary("gelu", x)))
+    assert (ex != es).mean() > 0.9 and (ex != eg).mean() > 0.9 and (es != eg).mean() > 0.9
 
 
 def test_matmul_is_exact_and_chunks_long_sums(monkeypatch):

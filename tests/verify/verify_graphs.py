@@ -251,6 +251,10 @@ def pairs(size: str = "small") -> dict[str, tuple[Callable, Callable]]:
         b, h, n, gr, fr = 4, 256, 128, 8, 8
         att = (2, 32, 16, 256)
         gqa_kw = dict(kv_splits=4, q_blocks=2, forloop_range=2)
+    elif size == "mut":
+        b, h, n, gr, fr = 4, 64, 32, 4, 4
+        att = (2, 16, 8, 64)
+        gqa_kw = dict(kv_splits=2, q_blocks=2, forloop_range=2)
     elif size == "tiny":
         b, h, n, gr, fr = 2, 16, 8, 2, 2
         att = (1, 4, 4, 16)
