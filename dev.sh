@@ -93,12 +93,24 @@ extension_key() {
     $(find extension/src extension/style -type f 2>/dev/null | LC_ALL=C sort)
 }
 
+# `pip install -e .` does not install data-files, so the venv's JupyterLab finds the dev build
+# through a link, as `jupyter labextension develop` would make (a non-editable install copies it).
+link_extension() {
+  local dest="$VENV/share/jupyter/labextensions/mirage-lab-mugraph"
+  [ -f mirage_lab/labextension/package.json ] || return 0
+  [ "$(readlink "$dest" 2>/dev/null)" = "$ROOT/mirage_lab/labextension" ] && return 0
+  mkdir -p "$(dirname "$dest")"
+  rm -rf "$dest"
+  ln -s "$ROOT/mirage_lab/labextension" "$dest"
+}
+
 hook_build_extension() {
   [ -f extension/package.json ] || return 0
   local stamp="$VENV/.mirage-lab-extension" key
   key="$(extension_key)"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ] && [ -f mirage_lab/labextension/package.json ]; then
     say "JupyterLab extension: up to date"
+    link_extension
     return 0
   fi
   if ! command -v npm >/dev/null 2>&1; then
@@ -109,6 +121,7 @@ hook_build_extension() {
   if ! (cd extension && npm ci && npm run build); then
     return 1
   fi
+  link_extension
   echo "$key" > "$stamp"
 }
 
@@ -155,10 +168,11 @@ hook_js_tests() {
 # --------------------------------------------------------------------------- commands
 cmd_test() {
   setup
-  local rc_js=0 rc_py=0 t0=$SECONDS
+  local rc_js=0 rc_py=0 t0=$SECONDS js="ok"
   if [ "$EXTENSION_FAILED" -eq 0 ]; then
-    hook_js_tests || rc_js=$?
+    hook_js_tests || { rc_js=$?; js="FAILED ($rc_js)"; }
   else
+    js="skipped (no build)"
     say "JS unit tests: skipped (the extension did not build)"
   fi
   local nb=()
@@ -166,7 +180,7 @@ cmd_test() {
   say "pytest tests/ ${nb[*]} (timeout ${PYTEST_TIMEOUT}s per test)"
   "$PY" -m pytest -p no:cacheprovider --timeout="$PYTEST_TIMEOUT" tests/ "${nb[@]}" "$@" || rc_py=$?
   local ext="ok"; [ "$EXTENSION_FAILED" -eq 0 ] || ext="BUILD FAILED"
-  say "tests done in $((SECONDS - t0))s: extension $ext, JS $( [ $rc_js -eq 0 ] && echo ok || echo "FAILED ($rc_js)" ), pytest $( [ $rc_py -eq 0 ] && echo ok || echo "FAILED ($rc_py)" )"
+  say "tests done in $((SECONDS - t0))s: extension $ext, JS $js, pytest $( [ $rc_py -eq 0 ] && echo ok || echo "FAILED ($rc_py)" )"
   [ $rc_js -eq 0 ] && [ $rc_py -eq 0 ] && [ "$EXTENSION_FAILED" -eq 0 ]
 }
 
