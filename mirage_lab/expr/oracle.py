@@ -14,7 +14,8 @@ once); each query runs between ``push``/``pop``, under a resource limit.
 
 Before z3, two exact shortcuts (both consequences of the axioms): a candidate that is a
 literal subterm of a target passes; a candidate that mentions an input or a function symbol
-(other than sum) that no target mentions fails, since no axiom introduces or removes one.
+(other than sum and concat) that no target mentions fails, since no axiom introduces or
+removes one.
 
     >>> from mirage_lab.expr.terms import var, mul, red, exp
     >>> t = red(4096, mul(var(0), var(1)))
@@ -213,7 +214,8 @@ class SubexprOracle:
     def _decide(self, e: Expr) -> bool:
         if e in self._subterms:
             return True
-        if not variables(e) <= self._vars or not symbols(e) <= self._symbols:
+        # concat is exempt: the concat axiom makes concat(a, b) a subpattern without the target using it.
+        if not variables(e) <= self._vars or not (symbols(e) - {"concat"}) <= self._symbols:
             return False
         self._ensure_solver()
         m, s = self._model, self._solver

@@ -1,0 +1,121 @@
+"""The z3 subexpression oracle: the spec's examples, every hand-built μGraph's tensors, the
+cache and its counters."""
+from __future__ import annotations
+
+import pickle
+import sys
+from pathlib import Path
+
+import pytest
+
+import mirage_lab as mi
+from mirage_lab import examples
+from mirage_lab.errors import MirageLabError
+from mirage_lab.expr import SubexprOracle, abstract, abstract_block_graph, abstract_graph, is_subexpression
+from mirage_lab.expr import terms as T
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "verify"))
+import verify_graphs as vg  # noqa: E402
+
+x0, x1, x2 = T.var(0), T.var(1), T.var(2)
+
+
+def _all_exprs(g):
+    env = abstract_graph(g)
+    out = list(env.values())
+    for op in g.customized_ops:
+        vals = abstract_block_graph(op.block_graph, [env[t.guid] for t in op.inputs])
+        out += list(vals.values())
+    return out
+
+
+def test_rms_norm_linear_partial_sums_are_subexpressions():
+    target = abstract(examples.rms_norm_linear_program(16, 4096, 4096).outputs[0])
+    o = SubexprOracle([target])
+    assert o.check(T.red(128, T.mul(x0, x1)))                 # the in-loop tile matmul
+    assert o.check(T.red(32, T.red(128, T.mul(x0, x1))))      # after the plain accumulator
+    assert o.check(T.red(128, T.mul(x1, x0)))                 # commuted
+    assert o.check(T.rms(4096, x0))                           # the rms accumulator
+    assert o.check(T.div(T.red(4096, T.mul(x0, x1)), T.rms(4096, x0)))  # the division moved past the matmul
+    for e in _all_exprs(examples.rms_norm_linear_fused(16, 4096, 4096)):
+        assert o.check(e), str(e)
+    assert o.z3_unknown == 0
+
+
+def test_wrong_expressions_are_not_subexpressions():
+    target = abstract(examples.rms_norm_linear_program(16, 4096, 4096).outputs[0])
+    o = SubexprOracle([target])
+    assert not o.check(T.exp(x0))                             # a symbol the target lacks
+    assert not o.check(T.div(x0, x1))
+    assert not o.check(T.red(4096, T.mul(x0, x0)))
+    assert not o.check(T.mul(T.var(2), x0))                   # an input the target lacks
+    gqa = abstract(examples.gqa_program().outputs[0])
+    q = SubexprOracle([gqa])
+    assert not q.check(T.exp(x1))                             # exp of the wrong operand
+    assert not q.check(T.exp(T.red(64, T.mul(x0, x2))))
+    assert not q.check(T.red(4096, T.mul(T.exp(T.red(64, T.mul(x0, x1))), x0)))
+    e = T.exp(T.red(64, T.mul(x0, x1)))
+    assert not q.check(T.div(e, T.red(64, e)))                # normalised by the wrong sum
+
+
+def test_gqa_partial_sums_are_subexpressions():
+    target = abstract(examples.gqa_program().outputs[0])
+    o = SubexprOracle([target])
+    e = T.exp(T.red(64, T.mul(x0, x1)))
+    assert o.check(T.red(4, e)) and o.check(T.red(512, T.mul(e, x2)))
+    assert o.check(T.exp(T.red(64, T.mul(x1, x0))))
+    for g in (examples.gqa_flashdecoding(), vg.attention_onekernel(2, 256, 64, 4096, 16, 64)):
+        for ex in _all_exprs(g):
+            assert o.check(ex), str(ex)
+
+
+# The hand-built μGraphs written in the spec's vocabulary (rms accumulators, not mean+sqrt).
+SPEC_VOCABULARY = ["rms_norm_linear", "rms_linear_block_rmsnorm", "gqa_flashdecoding", "attention_onekernel",
+                   "gated_mlp", "lora_3_matmuls", "lora_concat", "softmax", "splitk_2d_grid",
+                   "two_linear_kernel_add", "two_linear_distributed", "epilogue", "pow_sqrt", "two_outputs_swapped"]
+
+
+@pytest.mark.parametrize("name", SPEC_VOCABULARY)
+def test_every_tensor_of_a_valid_mugraph_survives_pruning(name):
+    prog, fused = (f() for f in vg.pairs("small")[name])
+    env = abstract_graph(prog)
+    o = SubexprOracle([env[t.guid] for t in prog.outputs])
+    for e in _all_exprs(fused):
+        assert o.check(e), f"{name}: {e} pruned"
+
+
+def test_mean_sqrt_rms_is_outside_the_abstraction():
+    """rms is its own symbol: computing it from square/mean/sqrt is pruned (as in Mirage)."""
+    prog, fused = (f() for f in vg.pairs("small")["rms_linear_mean_sqrt"])
+    o = SubexprOracle([abstract(prog.outputs[0])])
+    assert not o.check(abstract(fused.outputs[0]))
+
+
+def test_cache_counters_and_pickling():
+    target = abstract(examples.gqa_program(2, 32, 16, 256).outputs[0])
+    o = SubexprOracle([target])
+    e = T.red(4, T.exp(T.red(16, T.mul(x0, x1))))
+    assert o.check(e) and o.misses == 1 and o.hits == 0
+    assert o(e) and o.hits == 1
+    st = o.stats()
+    assert st["cached"] == 1 and st["z3_calls"] == 1
+    o2 = pickle.loads(pickle.dumps(o))
+    assert o2.check(e) and o2.hits == 2 and o2.z3_calls == 1         # answered from the shipped cache
+    assert not o2.check(T.exp(x2)) and o2.check(T.red(8, T.exp(T.red(16, T.mul(x0, x1)))))
+
+
+def test_multiple_targets_and_module_function():
+    p = vg.two_outputs_program(4, 64, 32)
+    ts = [abstract(t) for t in p.outputs]
+    m = T.red(64, T.mul(x0, x1))
+    assert is_subexpression(T.exp(m), ts) and is_subexpression(T.silu(m), ts)
+    assert not is_subexpression(T.gelu(m), ts)
+    assert is_subexpression(T.red(8, T.mul(x0, x1)), ts[0])
+
+
+def test_bad_arguments():
+    with pytest.raises(MirageLabError, match="non-empty"):
+        SubexprOracle([])
+    o = SubexprOracle([x0])
+    with pytest.raises(MirageLabError, match="expected an Expr"):
+        o.check("x0")
