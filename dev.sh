@@ -71,9 +71,11 @@ ensure_venv() {
   python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' ||
     die "python3 is $(python3 -V 2>&1); mirage_lab needs Python >= 3.10"
   say "creating the virtual environment $VENV ($(python3 -V 2>&1))"
+  local existed=0
+  [ -e "$VENV" ] && existed=1
   if ! python3 -m venv "$VENV" 2>/dev/null; then
-    # Debian ships venv's pip bootstrap separately (python3-venv).
-    rm -rf "$VENV"
+    # Debian ships venv's pip bootstrap separately (python3-venv). Remove only what we created.
+    [ "$existed" -eq 1 ] || rm -rf "$VENV"
     if command -v apt-get >/dev/null 2>&1; then
       apt_install python3-venv || true
     fi
@@ -150,7 +152,7 @@ setup() {
     # Keep going: the Python package, the demo and the Python tests do not need the extension.
     # `./dev.sh test` still fails at the end, so CI reports the broken build.
     EXTENSION_FAILED=1
-    say "WARNING: the JupyterLab extension build FAILED (see the npm output above); continuing without it"
+    say "WARNING: the JupyterLab extension build FAILED (see above); continuing without it"
   fi
   ensure_python_packages
   say "set-up done in $((SECONDS - t0))s"
