@@ -121,7 +121,7 @@ def _fmt_err(x: float) -> str:
 
 def _svg(graph: KernelGraph, level: str, id_prefix: str, metrics: dict[str, Any] | None) -> str:
     """The drawing as inline SVG (its XML prolog dropped and ids made unique within the page)."""
-    from .viz.graphviz_draw import draw, render_svg
+    from .viz import draw, render_svg
 
     try:
         svg = render_svg(draw(graph, level, metrics=metrics))

@@ -8,7 +8,7 @@ import pytest
 
 MODULES = ["mirage_lab", "mirage_lab.ir.kernel_graph", "mirage_lab.ir.block_graph", "mirage_lab.ir.dtypes",
            "mirage_lab.ir.serialize", "mirage_lab.interp.reference", "mirage_lab.examples",
-           "mirage_lab.viz.graphviz_draw", "mirage_lab.report", "mirage_lab.cli"]
+           "mirage_lab.viz", "mirage_lab.viz.graphviz_draw", "mirage_lab.report", "mirage_lab.cli"]
 
 
 @pytest.mark.parametrize("name", MODULES)

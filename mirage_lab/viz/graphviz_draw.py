@@ -16,7 +16,6 @@ Levels:
 """
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 import graphviz
@@ -26,7 +25,7 @@ from ..ir.kernel_graph import KernelGraph
 from ..ir.printing import map_str
 from ..ir.shapes import fmt
 
-LEVELS = ("kernel", "block", "thread", "all")
+from . import LEVELS  # noqa: E402  (one definition, importable without graphviz)
 
 KERNEL_FILL = "#c8e6c9"   # Mirage draws kernel nodes green
 IO_FILL = "#eeeeee"
@@ -220,10 +219,6 @@ def _block_node(c: Any, bop: Any, bg: Any, nid: str, op: Any, src: dict[int, str
         fill = ACCUM_FILL if bop.op_type == "forloop_accum" else "white"
         phase = " (after loop)" if t.after_accum and bop.op_type != "forloop_accum" else ""
         c.node(nid, f"{_op_label(bop)}{phase}\n{_shape(t)}", fillcolor=fill)
-
-
-def dot_available() -> bool:
-    return shutil.which("dot") is not None
 
 
 def render_svg(dot: graphviz.Digraph) -> str:

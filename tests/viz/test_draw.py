@@ -138,7 +138,9 @@ def test_missing_dot_mimebundle_degrades_to_text(no_dot, rms):
     assert "image/svg+xml" not in b
     assert b[mi.MIME_TYPE]["format"] == "mirage_lab.mugraph"
     assert b["text/plain"].startswith(repr(rms))
-    assert "drawing unavailable: Graphviz `dot` is not installed; apt-get install graphviz" in b["text/plain"]
+    note = b["text/plain"][len(repr(rms)):]
+    assert note.startswith("\n(drawing unavailable: Graphviz's `dot` program is not installed")
+    assert "apt-get install graphviz" in note
     assert rms._repr_svg_() is None
     b2 = mi.draw(rms, "block")._repr_mimebundle_()
     assert list(b2) == ["text/plain"] and "apt-get install graphviz" in b2["text/plain"]
@@ -162,3 +164,27 @@ def test_missing_dot_in_a_fresh_process(tmp_path):
     lines = r.stdout.splitlines()
     assert lines[0] == str(sorted([mi.MIME_TYPE, "text/plain"]))
     assert lines[1].startswith("ERR Graphviz's `dot` program is not installed") and "apt-get install graphviz" in lines[1]
+
+
+def test_without_the_graphviz_python_package(tmp_path):
+    """``import mirage_lab`` works without the graphviz package (a GPU box that only runs kernels);
+    drawing then says how to install it, and a graph still shows itself as text."""
+    code = (
+        "import sys; sys.modules['graphviz'] = None\n"
+        "import mirage_lab as mi\n"
+        "from mirage_lab.examples import rms_norm_linear_fused\n"
+        "g = rms_norm_linear_fused()\n"
+        "b = g._repr_mimebundle_()\n"
+        "print(sorted(b))\n"
+        "print('(drawing unavailable: drawing μGraphs needs the graphviz Python package' in b['text/plain'])\n"
+        "try:\n"
+        "    mi.draw(g)\n"
+        "except mi.GraphvizMissingError as e:\n"
+        "    print('ERR', e)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == str(sorted([mi.MIME_TYPE, "text/plain"]))
+    assert lines[1] == "True"
+    assert lines[2].startswith("ERR drawing μGraphs needs the graphviz Python package") and "pip install graphviz" in lines[2]
