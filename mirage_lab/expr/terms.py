@@ -19,6 +19,7 @@ spec's ``Red(n, e)``, ``concat`` (a, b; the dims it joins). ``Red(1, e)`` is ``e
 from __future__ import annotations
 
 import weakref
+from functools import lru_cache
 from typing import Any, Iterator
 
 from ..errors import MirageLabError
@@ -190,11 +191,44 @@ CONSTRUCTORS = {"exp": exp, "square": square, "sqrt": sqrt, "silu": silu, "gelu"
                 "add": add, "mul": mul, "div": div, "pow": pow_}
 
 
+@lru_cache(maxsize=1 << 16)
 def symbols(e: Expr) -> frozenset[str]:
     """The function symbols a term uses (``var`` and ``sum`` excluded)."""
-    return frozenset(x.op for x in e.subterms() if x.op not in ("var", "sum"))
+    own = frozenset() if e.op in ("var", "sum") else frozenset((e.op,))
+    return own.union(*(symbols(a) for a in e.args))
 
 
+@lru_cache(maxsize=1 << 16)
 def variables(e: Expr) -> frozenset[int]:
     """The input indices a term mentions."""
-    return frozenset(x.n for x in e.subterms() if x.op == "var")
+    if e.op == "var":
+        return frozenset((e.n,))
+    return frozenset().union(*(variables(a) for a in e.args))
+
+
+#: Symbols no equivalence axiom looks inside (MIRAGE_SPEC §3): only add, mul, div and sum are
+#: rewritten, so each of these keeps the inputs its arguments mention under every rewrite.
+RIGID = ("exp", "square", "sqrt", "silu", "gelu", "relu", "neg", "pow", "clamp", "rms")
+
+
+@lru_cache(maxsize=1 << 16)
+def signatures(e: Expr) -> frozenset[tuple]:
+    """Rewrite-invariant fingerprints of a term's structure, for a sound negative test.
+
+    One entry per rigid node: ``(op, attribute, inputs of each argument)``, and one per
+    division: ``("div", inputs of the denominator)``. Every equivalence axiom of the spec
+    keeps this set unchanged and every subexpression axiom only grows it (concat aside,
+    whose own node is not recorded), so ``cand ⊑ target`` implies
+    ``signatures(cand) <= signatures(target)``.
+    """
+    own: tuple = ()
+    if e.op in RIGID:
+        attr = e.n if e.op == "clamp" else (_degree(e.n) if e.op == "rms" else None)
+        own = ((e.op, attr, tuple(variables(a) for a in e.args)),)
+    elif e.op == "div":
+        own = (("div", variables(e.args[1])),)
+    return frozenset(own).union(*(signatures(a) for a in e.args))
+
+
+def _degree(n: int) -> int:
+    return 0 if n <= 1 else (n - 1).bit_length()

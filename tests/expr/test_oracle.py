@@ -119,3 +119,56 @@ def test_bad_arguments():
     o = SubexprOracle([x0])
     with pytest.raises(MirageLabError, match="expected an Expr"):
         o.check("x0")
+
+
+def _rewrites(e):
+    """One-step rewrites of ``e`` at its root by the spec's equivalence axioms (both ways)."""
+    out = []
+    a = e.args
+    if e.op in ("add", "mul"):
+        f = T.add if e.op == "add" else T.mul
+        out.append(f(a[1], a[0]))
+        if a[1].op == e.op:
+            out.append(f(f(a[0], a[1].args[0]), a[1].args[1]))
+    if e.op == "add" and a[0].op == "mul" and a[1].op == "mul" and a[0].args[1] is a[1].args[1]:
+        out.append(T.mul(T.add(a[0].args[0], a[1].args[0]), a[0].args[1]))
+    if e.op == "mul" and a[0].op == "add":
+        out.append(T.add(T.mul(a[0].args[0], a[1]), T.mul(a[0].args[1], a[1])))
+    if e.op == "add" and a[0].op == "div" and a[1].op == "div" and a[0].args[1] is a[1].args[1]:
+        out.append(T.div(T.add(a[0].args[0], a[1].args[0]), a[0].args[1]))
+    if e.op == "mul" and a[1].op == "div":
+        out.append(T.div(T.mul(a[0], a[1].args[0]), a[1].args[1]))
+    if e.op == "sum" and a[0].op == "mul":
+        out.append(T.mul(T.red(e.n, a[0].args[0]), a[0].args[1]))
+    if e.op == "sum" and a[0].op == "div":
+        out.append(T.div(T.red(e.n, a[0].args[0]), a[0].args[1]))
+    return out
+
+
+def _rewrite_anywhere(e, rng):
+    if e.args and rng.random() < 0.6:
+        i = rng.randrange(len(e.args))
+        args = list(e.args)
+        args[i] = _rewrite_anywhere(args[i], rng)
+        return T._make(e.op, tuple(args), e.n)
+    rs = _rewrites(e)
+    return rng.choice(rs) if rs else e
+
+
+def test_signatures_are_invariant_under_the_equivalence_axioms():
+    import random
+
+    rng = random.Random(0)
+    targets = [abstract(examples.rms_norm_linear_program(16, 4096, 4096).outputs[0]),
+               abstract(examples.gqa_program().outputs[0]),
+               abstract(vg.lora_program(8, 64, 32, 8).outputs[0]),
+               abstract(vg.two_linear_program(4, 64, 32).outputs[0])]
+    changed = 0
+    for t in targets:
+        e = t
+        for _ in range(200):
+            e2 = _rewrite_anywhere(e, rng)
+            changed += e2 is not e
+            assert T.signatures(e2) == T.signatures(t)
+            e = e2
+    assert changed > 100
