@@ -73,6 +73,7 @@ export class MuGraphInspector extends Widget implements IRenderMime.IRenderer {
   private countEl!: HTMLSpanElement;
   private metricSelect!: HTMLSelectElement;
   private legend!: HTMLDivElement;
+  private body!: HTMLDivElement;
   private canvas!: HTMLDivElement;
   private panel!: HTMLDivElement;
 
@@ -141,9 +142,9 @@ export class MuGraphInspector extends Widget implements IRenderMime.IRenderer {
       h('button', { class: 'mlg-btn', text, title, attrs: { 'data-action': action, type: 'button' } }, this.toolbar);
     }
     this.legend = h('div', { class: 'mlg-legend' }, this.node);
-    const body = h('div', { class: 'mlg-body' }, this.node);
-    this.canvas = h('div', { class: 'mlg-canvas' }, body);
-    this.panel = h('div', { class: 'mlg-panel' }, body);
+    this.body = h('div', { class: 'mlg-body' }, this.node);
+    this.canvas = h('div', { class: 'mlg-canvas' }, this.body);
+    this.panel = h('div', { class: 'mlg-panel' }, this.body);
 
     this.searchInput.addEventListener('input', () => {
       this.query = this.searchInput.value;
@@ -224,9 +225,17 @@ export class MuGraphInspector extends Widget implements IRenderMime.IRenderer {
       void this.relayout();
       return;
     }
-    const id = target.closest('[data-id]')?.getAttribute('data-id') ?? null;
+    this.select(target.closest('[data-id]')?.getAttribute('data-id') ?? null);
+  }
+
+  /** Selection only moves a class and refills the panel: no redraw, so a double click still lands on one element. */
+  private select(id: string | null): void {
     this.selected = id;
-    this.redraw();
+    this.svg?.querySelectorAll('.mlg-selected').forEach(e => e.classList.remove('mlg-selected'));
+    if (id) {
+      this.svg?.querySelector(`[data-id="${CSS.escape(id)}"]`)?.classList.add('mlg-selected');
+    }
+    this.renderPanel();
   }
 
   private async relayout(model?: IRenderMime.IMimeModel): Promise<void> {
@@ -245,6 +254,9 @@ export class MuGraphInspector extends Widget implements IRenderMime.IRenderer {
       if (!this.fitted) {
         this.fitted = true;
         this.fitInitial();
+        // Tall enough for the collapsed graph, capped so a big graph does not push the notebook away;
+        // the body's resize handle gives more room.
+        this.body.style.height = `${Math.max(240, Math.min(600, Math.ceil(layout.height * this.zoom) + 24))}px`;
       }
       this.redraw();
     } catch (e) {

@@ -272,6 +272,8 @@ def test_metric_colouring_and_legend(page):
     assert gqa.locator('[data-id="k3"] > rect.mlg-header').get_attribute("style") == "fill: #fde725"
     _node(gqa, "k3/b1").click()
     assert "imap" in _panel_text(gqa)
+    gqa.locator('[data-action="zoom-out"]').click()
+    gqa.locator(".mlg-body").evaluate("e => { e.style.height = '720px'; }")  # as dragging its resize handle
     gqa.scroll_into_view_if_needed()
     gqa.screenshot(path=str(ARTIFACTS / "gqa_latency.png"))
     if DOC_SHOT.parent.is_dir():
@@ -290,6 +292,15 @@ def test_export_svg_downloads_the_current_view(page):
     assert "customized #3 · grid 2×8×16" in text and "customized #4" in text and "loader 1" in text
     assert ".mlg-svg" in text and "fill: #fde725" in text  # styles and metric colours travel with it
     assert float(root.get("width")) > 100
+
+
+def test_double_click_toggles_a_container(page):
+    gqa = _inspector(page, 1)
+    _node(gqa, "k4").locator("rect.mlg-box").first.dblclick()
+    _node(gqa, "k4/b3").wait_for()
+    assert "sum_todimx" in _node(gqa, "k4/b3").text_content()
+    _node(gqa, "k4").locator("rect.mlg-header").dblclick()
+    _node(gqa, "k4/b3").wait_for(state="detached")
 
 
 def test_bad_data_shows_a_message_and_the_text_fallback(page):
