@@ -21,6 +21,13 @@ import sys
 import time
 from pathlib import Path
 
+# BLAS threads must be fixed before numpy loads. On a shared, busy 2-core box multi-threaded
+# BLAS spins against other processes and runs 3-10x slower than one thread: default to 1.
+if "--threads" in sys.argv:
+    _n = sys.argv[sys.argv.index("--threads") + 1]
+    for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_v] = _n
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import mirage_lab as mi  # noqa: E402
@@ -126,13 +133,19 @@ def main() -> None:
     ap.add_argument("--no-z3", action="store_true")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tests", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=None, help="BLAS/OpenMP threads (set before numpy loads)")
     args = ap.parse_args()
     from mirage_lab.codegen.numba_compat import cuda, gpu_available
 
-    print(f"# verify_bench: {platform.node()}, {os.cpu_count()} CPUs, python {platform.python_version()}")
+    import numpy as np
+
+    print(f"# verify_bench: {platform.node()}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
+          f"numpy {np.__version__}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
+          f"load average {os.getloadavg()[0]:.1f}")
     gpu = gpu_available()
     if gpu:
-        print(f"GPU: {cuda.get_current_device().name.decode() if isinstance(cuda.get_current_device().name, bytes) else cuda.get_current_device().name}")
+        name = cuda.get_current_device().name
+        print(f"GPU: {name.decode() if isinstance(name, bytes) else name}")
     if not args.no_cpu:
         bench_fingerprints("numpy", args.repeat, args.tests)
     if args.gpu or gpu:

@@ -376,13 +376,21 @@ class FieldOps:
         a, b = np.asarray(a), np.asarray(b)
         if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
             raise FieldError(f"matmul: shapes {a.shape} and {b.shape} do not chain")
+        try:
+            np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError as e:
+            raise FieldError(f"matmul: batch shapes {a.shape[:-2]} and {b.shape[:-2]} do not broadcast") from e
+        return self._matmul_exact(a, b)
+
+    def _matmul_exact(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         K = a.shape[-1]
         acc = None
         for k0 in range(0, K, MAX_EXACT_TERMS):
             k1 = min(K, k0 + MAX_EXACT_TERMS)
             part = np.matmul(a[..., k0:k1].astype(np.float64), b[..., k0:k1, :].astype(np.float64))
-            np.fmod(part, PQ, out=part)
-            acc = part if acc is None else np.fmod(acc + part, PQ)
+            # int64 % by a constant is several times faster than float fmod
+            part = part.astype(np.int64) % PQ
+            acc = part if acc is None else (acc + part) % PQ
         return acc.astype(FP_DTYPE)
 
     def reduce_sum(self, x: Any, axis: int) -> np.ndarray:
