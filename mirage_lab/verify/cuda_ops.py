@@ -34,7 +34,7 @@ _TPB = 256
 _OPCODE = {"add": 0, "sub": 1, "mul": 2, "pow": 3}
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def _red(x):
     # Barrett reduction of 0 <= x < 2**37 modulo PQ: the quotient estimate is off by at most 1.
     q = (x * _BAR_M) >> _BAR_SHIFT
