@@ -13,6 +13,7 @@ from .ir import (BlockGraph, DTensor, DType, KernelGraph, STensor, ThreadGraph, 
 from .ir.serialize import MIME_TYPE, from_json, load, save
 from .viz import draw
 from . import expr, verify  # noqa: E402  (subpackages: mi.verify.equivalent, mi.expr.abstract)
+from . import runtime  # noqa: E402  (mi.runtime.compile, mi.runtime.export; numba loads only with a kernel)
 
 __version__ = "0.1.0"
 

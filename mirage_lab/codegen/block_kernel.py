@@ -156,12 +156,13 @@ class _Emitter:
             unroll = n <= MAX_REG_ELEMS
         if unroll:
             for i in range(n):
-                s(f"{var} = tid + {T * i}" if i else f"{var} = tid")
+                vi = f"{var}{i}"
+                s(f"{vi} = tid + {T * i}" if i else f"{vi} = tid")
                 if (i + 1) * T > count:
-                    with s.block(f"if {var} < {count}:"):
-                        body(s, var, i)
+                    with s.block(f"if {vi} < {count}:"):
+                        body(s, vi, i)
                 else:
-                    body(s, var, i)
+                    body(s, vi, i)
         else:
             with s.block(f"for i in range({n}):"):
                 s(f"{var} = tid + {T} * i")
@@ -355,8 +356,8 @@ class _Emitter:
             v = f"tid + {self.T * j}" if j else "tid"
             if (j + 1) * self.T > nv:
                 v = f"min({v}, {nv - 1})"
-            s(f"vi = {v}")
-            s(f"r{ld.index}_{j} = {self.load_expr(ld, self.staged_word(ld, 'vi'))}")
+            s(f"vi{j} = {v}")
+            s(f"r{ld.index}_{j} = {self.load_expr(ld, self.staged_word(ld, f'vi{j}'))}")
         return True
 
     def store_staged(self, s: Src, ld: Loader, prefetched: bool) -> None:
@@ -373,11 +374,9 @@ class _Emitter:
                 v = f"tid + {self.T * j}" if j else "tid"
                 if (j + 1) * self.T > nv:
                     with s.block(f"if {v} < {nv}:"):
-                        s(f"vi = {v}")
-                        store(s, "vi", f"r{ld.index}_{j}")
+                        store(s, f"({v})" if j else "tid", f"r{ld.index}_{j}")
                 else:
-                    s(f"vi = {v}")
-                    store(s, "vi", f"r{ld.index}_{j}")
+                    store(s, f"({v})" if j else "tid", f"r{ld.index}_{j}")
         else:
             s.comment(f"load {ld.out.name} {list(ld.tile)} of in{ld.index}")
 
@@ -400,13 +399,20 @@ class _Emitter:
         s(f"sw{i} = {add(mul(f'sk{i}', rsw), mul(f'sc{i}', st.vw // unit))}")
         self._rsw = getattr(self, "_rsw", {})
         self._rsw[i] = rsw
-        if st.persistent:
-            self.zero_partials(s, st)
+        self.zero_partials(s, st)
 
     def zero_partials(self, s: Src, st: Stream) -> None:
+        # a local array indexed only by constants: LLVM keeps it in registers, and numba's SSA
+        # pass sees element stores rather than thousands of re-definitions of scalars
         i = st.loader.index
-        for m in range(st.M):
-            s("; ".join(f"p{i}_{m}_{n} = f32(0.0)" for n in range(st.vw)))
+        s(f"pa{i} = cuda.local.array({st.M * st.vw}, f32)")
+        if st.persistent:
+            self.zero_array(s, f"pa{i}", st.M * st.vw)
+
+    @staticmethod
+    def zero_array(s: Src, name: str, n: int) -> None:
+        for z in range(0, n, 8):
+            s("; ".join(f"{name}[{q}] = f32(0.0)" for q in range(z, min(n, z + 8))))
 
     def issue_stream(self, s: Src, st: Stream, rows: range) -> None:
         i = st.loader.index
@@ -420,18 +426,21 @@ class _Emitter:
         self.stage(s, reads={self.bufname(a)})
         s.comment(f"{st.op.outputs[0].name} partial sums: rows sk + {st.G}*r of B, all {st.M} rows of {a.name}")
         if not st.persistent:
-            self.zero_partials(s, st)
+            self.zero_array(s, f"pa{i}", st.M * st.vw)
         phases = st.phases
         for pi, rows in enumerate(phases):
             if pi + 1 < len(phases):
                 self.issue_stream(s, st, phases[pi + 1])
             for r in rows:
                 ws = self.decode(st.loader, f"b{i}_{r}")
-                s("; ".join(f"w{n} = {x}" for n, x in enumerate(ws)))
-                for m in range(st.M):
-                    ai = add(f"sk{i}", str(m * st.K + r * st.G))
-                    fmas = "; ".join(f"p{i}_{m}_{n} += a * w{n}" for n in range(st.vw))
-                    s(f"a = {self.ref(a, ai)}; {fmas}")
+                s("; ".join(f"w{r}_{n} = {x}" for n, x in enumerate(ws)))
+            for r in rows:
+                s("; ".join(f"a{r}_{m} = {self.ref(a, add(f'sk{i}', str(m * st.K + r * st.G)))}"
+                            for m in range(st.M)))
+            for m in range(st.M):
+                for n in range(st.vw):
+                    terms = " + ".join(f"a{r}_{m} * w{r}_{n}" for r in rows)
+                    s(f"pa{i}[{m * st.vw + n}] += {terms}")
 
     def stream_reduce(self, s: Src, st: Stream, rows: range, region: str,
                       then: Callable[[Src, str, int | None], None], out_reads: set[str], out_writes: set[str]) -> None:
@@ -445,7 +454,7 @@ class _Emitter:
             for mm, m in enumerate(rows):
                 for n in range(st.vw):
                     idx = add(mul(f"sg{i}", MC * N), mul(f"sc{i}", st.vw), str(mm * N + n))
-                    s(f"{self.ref_buf(red, idx)} = p{i}_{m}_{n}")
+                    s(f"{self.ref_buf(red, idx)} = pa{i}[{m * st.vw + n}]")
         self.stage(s, reads={red.name} | out_reads, writes=out_writes)
 
         def body(s: Src, e: str, i: int | None) -> None:

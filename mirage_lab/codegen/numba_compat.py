@@ -40,3 +40,59 @@ from numba.cuda.extending import intrinsic  # noqa: E402
 from llvmlite import ir as llvm_ir  # noqa: E402
 
 __all__ += ["types", "intrinsic", "llvm_ir"]
+
+
+def _fast_singly_assigned_variables() -> bool:
+    """Replace numba-cuda's quadratic ``Lower._find_singly_assigned_variable`` with a linear one.
+
+    For every block-local variable the original scans the whole block's instructions again,
+    so lowering a generated kernel with long unrolled blocks took tens of seconds. The
+    replacement counts each block's assignment targets once; the resulting set is the same.
+    Applied only to the numba-cuda versions whose method this was checked against.
+    """
+    try:
+        from collections import Counter, defaultdict
+
+        import numba_cuda
+        from numba.cuda import lowering as _lw
+    except Exception:  # pragma: no cover - another numba layout: keep its own method
+        return False
+    if not getattr(numba_cuda, "__version__", "").startswith("0.30."):
+        return False
+    needed = ("compute_use_defs", "must_use_alloca", "ir")
+    if not all(hasattr(_lw, n) for n in needed) or not hasattr(_lw.Lower, "_find_singly_assigned_variable"):
+        return False
+
+    def _find_singly_assigned_variable(self):  # same result as numba's, in linear time
+        blocks = self.func_ir.blocks
+        sav = set()
+        if not self.func_ir.func_id.is_generator:
+            use_defs = _lw.compute_use_defs(blocks)
+            alloca_vars = _lw.must_use_alloca(blocks)
+            var_assign_map = defaultdict(set)
+            for blk, vl in use_defs.defmap.items():
+                for var in vl:
+                    var_assign_map[var].add(blk)
+            var_use_map = defaultdict(set)
+            for blk, vl in use_defs.usemap.items():
+                for var in vl:
+                    var_use_map[var].add(blk)
+            counts = {}
+            for var, blks in var_assign_map.items():
+                if var in alloca_vars or len(blks) != 1 or var_use_map[var]:
+                    continue
+                (defblk,) = blks
+                c = counts.get(defblk)
+                if c is None:
+                    c = counts[defblk] = Counter(
+                        stmt.target.name for stmt in blocks[defblk].find_insts(_lw.ir.assign_types))
+                if c[var] == 1:
+                    sav.add(var)
+        self._singly_assigned_vars = sav
+        self._blk_local_varmap = {}
+
+    _lw.Lower._find_singly_assigned_variable = _find_singly_assigned_variable
+    return True
+
+
+FAST_LOWERING = _fast_singly_assigned_variables()

@@ -147,6 +147,13 @@ else:
         return types.int16(x), codegen
 
 
+def _dev(t):
+    """A torch tensor as the array a kernel takes (numpy under the simulator)."""
+    if SIMULATOR:
+        return t.numpy()
+    return cuda.as_cuda_array(t, sync=False)
+
+
 def _empty(dims, dtype, dev, poison):
     if poison:
         return torch.full(dims, float("nan"), dtype=dtype, device=dev)

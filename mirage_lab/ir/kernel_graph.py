@@ -268,6 +268,15 @@ class KernelGraph:
     def customized_ops(self) -> list[KNOp]:
         return [op for op in self.ops if op.op_type == "customized"]
 
+    def __call__(self, inputs: Sequence[Any] | None = None, **kw: Any) -> list[Any]:
+        """Run this μGraph on CUDA torch tensors (compiled by ``mirage_lab.runtime`` on first use).
+
+        >>> (O,) = g(inputs=[X, W])    # doctest: +SKIP
+        """
+        from ..runtime import run_graph
+
+        return run_graph(self, inputs, **kw)
+
     def to_json(self, **kw: Any) -> str:
         """The versioned JSON text of this μGraph (see ``docs/json_format.md``)."""
         from .serialize import to_json

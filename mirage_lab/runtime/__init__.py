@@ -5,6 +5,13 @@ replay CUDA graphs, profile against torch baselines, export standalone modules.
     >>> kernel = mi.runtime.compile(graph)                  # doctest: +SKIP
     >>> outs = kernel(inputs=[X, W])                        # doctest: +SKIP
 """
-from .kernel import CompiledKernel, GraphedKernel, compile, default_cache_dir, run_graph, simulator_active
+from .kernel import CompiledKernel, GraphedKernel, compile, default_cache_dir, precompile, run_graph, simulator_active
 
-__all__ = ["compile", "CompiledKernel", "GraphedKernel", "run_graph", "default_cache_dir", "simulator_active"]
+__all__ = ["compile", "precompile", "CompiledKernel", "GraphedKernel", "run_graph", "default_cache_dir", "simulator_active"]
+from . import profile  # noqa: E402
+from .export import export  # noqa: E402
+from .profile import Selection, Timing, floor_us, profile_baselines, profile_kernel, select_fastest  # noqa: E402
+from .torch_fn import to_torch_fn  # noqa: E402
+
+__all__ += ["profile", "export", "Selection", "Timing", "floor_us", "profile_baselines", "profile_kernel",
+            "select_fastest", "to_torch_fn"]

@@ -96,15 +96,17 @@ class CompiledKernel:
         if len(inputs) != len(g.inputs):
             decl = ", ".join(f"{t.dtype.name}{fmt(t.dims)}" for t in g.inputs)
             raise KernelInputError(f"this μGraph takes {len(g.inputs)} inputs ({decl}) but got {len(inputs)}")
-        out = []
-        dev = None
-        for i, (x, t) in enumerate(zip(inputs, g.inputs)):
+        for i, x in enumerate(inputs):
             if not isinstance(x, torch.Tensor):
                 raise KernelInputError(f"input {i} must be a torch.Tensor, got {type(x).__name__}")
+        for i, (x, t) in enumerate(zip(inputs, g.inputs)):
             if tuple(x.shape) != t.dims:
                 raise KernelInputError(f"input {i} has shape {fmt(tuple(x.shape))} but the μGraph declares {fmt(t.dims)}")
             if x.dtype != t.dtype.torch:
                 raise KernelInputError(f"input {i} has dtype {x.dtype} but the μGraph declares {t.dtype.torch}")
+        out = []
+        dev = None
+        for i, x in enumerate(inputs):
             if self.simulator:
                 if x.device.type != "cpu":
                     raise KernelInputError(f"input {i} is on {x.device}; under the CUDA simulator inputs live on the CPU")
@@ -226,3 +228,50 @@ def compile(graph: KernelGraph, *, cache_dir: str | os.PathLike | None = None) -
 def run_graph(graph: KernelGraph, inputs: Sequence[torch.Tensor] | None = None, **kw: Any) -> list[torch.Tensor]:
     """``graph(inputs=[...])``: compile (once per process and graph) and call."""
     return compile(graph)(inputs, **kw)
+
+
+def _precompile_worker(args: tuple[str, str | None]) -> tuple[str, float, str | None]:
+    """In a fresh process: load a μGraph from JSON, compile it and launch it once on random inputs.
+
+    The launch makes numba compile every kernel for the exact argument types the runtime
+    uses and write them to its on-disk cache, where the parent process then finds them.
+    """
+    import time as _time
+
+    from ..ir.serialize import from_json
+
+    text, cache_dir = args
+    t0 = _time.perf_counter()
+    g = from_json(text)
+    try:
+        k = compile(g, cache_dir=cache_dir)
+        dev = "cpu" if k.simulator else "cuda"
+        xs = [torch.randn(t.dims, device=dev).to(t.dtype.torch) for t in g.inputs]
+        k(inputs=xs)
+        if dev == "cuda":
+            torch.cuda.synchronize()
+        return g.content_hash(), _time.perf_counter() - t0, None
+    except Exception as e:  # reported to the caller, who decides
+        return g.content_hash(), _time.perf_counter() - t0, f"{type(e).__name__}: {e}"[:1000]
+
+
+def precompile(graphs: Sequence[KernelGraph], *, workers: int | None = None,
+               cache_dir: str | os.PathLike | None = None) -> list[tuple[str, float, str | None]]:
+    """Compile many μGraphs' kernels in parallel processes into the on-disk cache.
+
+    numba compiles one large generated kernel in tens of seconds, single-threaded; a pool
+    of processes fills the cache so that later ``compile(graph)`` calls load instead.
+    Returns ``(content_hash, seconds, error_or_None)`` per graph.
+
+    >>> precompile([g1, g2], workers=8)        # doctest: +SKIP
+    """
+    import multiprocessing as mp
+
+    jobs = [(g.to_json(), None if cache_dir is None else str(cache_dir)) for g in graphs]
+    if not jobs:
+        return []
+    n = workers or min(len(jobs), os.cpu_count() or 1)
+    if n <= 1:
+        return [_precompile_worker(j) for j in jobs]
+    with mp.get_context("spawn").Pool(n) as pool:
+        return pool.map(_precompile_worker, jobs, chunksize=1)

@@ -1,0 +1,209 @@
+"""GPU benchmark: generated mirage_lab kernels against torch baselines, per program.
+
+For each program: the memory floor (bytes / 3.0 TB/s), torch eager, torch under a CUDA
+graph, torch.compile (eagerly called and under a CUDA graph), and the fastest of the
+candidate μGraphs (device time by CUDA-graph replay with events; end-to-end Python call
+time), with correctness (relative error against a float64 reference). All timed in one
+process, the same way, with inputs rotated so weights come from HBM.
+
+    python benchmarks/gpu_bench.py                       # every program, default candidates
+    python benchmarks/gpu_bench.py --programs gqa_decode --candidates gqa_decode=found.json
+    python benchmarks/gpu_bench.py --out results/        # JSON + markdown table written there
+
+Candidate μGraphs: the hand-built fused ones of ``mirage_lab.examples`` with a few
+grid/for-loop variants; ``--candidates NAME=FILE`` adds μGraphs saved with ``mi.save``
+(e.g. search results) to program NAME.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import mirage_lab as mi  # noqa: E402
+from mirage_lab.examples import (gated_mlp_fused, gated_mlp_program, gqa_flashdecoding, gqa_program,  # noqa: E402
+                                 rms_norm_linear_fused, rms_norm_linear_program)
+from mirage_lab.runtime import profile as prof  # noqa: E402
+
+
+def _randn(scales: list[float]) -> Callable[[mi.KernelGraph, torch.Generator], list[torch.Tensor]]:
+    def make(g: mi.KernelGraph, gen: torch.Generator) -> list[torch.Tensor]:
+        return [(torch.randn(t.dims, generator=gen, device="cuda") * s).to(t.dtype.torch)
+                for t, s in zip(g.inputs, scales)]
+    return make
+
+
+@dataclass
+class Program:
+    name: str
+    program: Callable[[], mi.KernelGraph]
+    candidates: Callable[[], list[mi.KernelGraph]]
+    inputs: Callable[[mi.KernelGraph, torch.Generator], list[torch.Tensor]]
+    target_us: float | None = None
+
+
+def programs() -> dict[str, Program]:
+    """The benchmarked programs and their default candidate μGraphs (grid / for-loop variants)."""
+    rl = lambda b, h, o, vs: [rms_norm_linear_fused(b, h, o, grid=g, forloop_range=f) for g, f in vs]  # noqa: E731
+    gq = lambda b, q, d, n, vs: [gqa_flashdecoding(b, q, d, n, kv_splits=s, q_blocks=qb, forloop_range=f)  # noqa: E731
+                                 for s, qb, f in vs]
+    return {p.name: p for p in [
+        Program("rmsnorm_linear_16x4096x4096", lambda: rms_norm_linear_program(16, 4096, 4096),
+                lambda: rl(16, 4096, 4096, [(256, 8), (128, 8), (256, 16), (128, 16), (256, 4)]),
+                _randn([1.0, 1 / 64]), target_us=12.5),
+        Program("rmsnorm_linear_2x4096x6144", lambda: rms_norm_linear_program(2, 4096, 6144),
+                lambda: rl(2, 4096, 6144, [(192, 8), (384, 8), (192, 16), (96, 8)]),
+                _randn([1.0, 1 / 64])),
+        Program("gqa_decode_64x1x128x4096", lambda: gqa_program(64, 1, 128, 4096),
+                lambda: gq(64, 1, 128, 4096, [(16, 1, 4), (8, 1, 8), (32, 1, 2), (16, 1, 2)]),
+                _randn([1 / 128 ** 0.5, 0.5, 1.0]), target_us=49.0),
+        Program("gqa_2x256x64x4096", lambda: gqa_program(2, 256, 64, 4096),
+                lambda: gq(2, 256, 64, 4096, [(8, 16, 4), (16, 16, 2)]),
+                _randn([1 / 8, 0.5, 1.0])),
+        Program("gated_mlp_8x4096x4096", lambda: gated_mlp_program(8, 4096, 4096),
+                lambda: [gated_mlp_fused(8, 4096, 4096, grid=g, forloop_range=f) for g, f in [(128, 16), (256, 16), (128, 8)]],
+                _randn([1.0, 1 / 64, 1 / 64])),
+    ]}
+
+
+def fmt_us(x: float | None) -> str:
+    return "—" if x is None or x != x or x == float("inf") else f"{x:.1f}"
+
+
+def run_program(p: Program, extra: list[mi.KernelGraph], repeats: int, compile_baseline: bool, log) -> dict:
+    prog = p.program()
+    cands = p.candidates() + extra
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    xs = p.inputs(prog, gen)
+    row: dict = {"program": p.name, "floor_us": prof.floor_us(prog), "target_us": p.target_us,
+                 "bytes": sum(t.nbytes() for t in prog.inputs) + sum(t.nbytes() for t in prog.outputs)}
+    ref = mi.run_reference(prog, [x.double() for x in xs])
+    # baselines
+    try:
+        base = prof.profile_baselines(prog, xs, repeats=repeats, compile_mode="default" if compile_baseline else None)
+        row["baselines"] = {k: v.as_dict() for k, v in base.items()}
+        fn_out = mi.runtime.to_torch_fn(prog)(*xs)
+        row["torch_rel_err"] = max(prof.relative_error(o, r) for o, r in zip(fn_out, ref))
+    except Exception:
+        log(f"[{p.name}] baselines failed:\n{traceback.format_exc()}")
+        row["baselines"] = {}
+    # candidates
+    sel = prof.select_fastest(cands, xs, reference=ref, repeats=repeats)
+    row["candidates"] = []
+    for c in sel.candidates:
+        bgs = [op.block_graph for op in c.graph.customized_ops]
+        row["candidates"].append({
+            "grids": [list(b.grid_dim) for b in bgs], "franges": [b.forloop_range for b in bgs],
+            "rel_err": c.rel_err, "error": c.error, "hash": c.graph.content_hash()[:12],
+            "timings": {k: v.as_dict() for k, v in c.timings.items()},
+            "resources": c.kernel.resource_report() if c.kernel is not None and c.error is None else None,
+        })
+        if c.error:
+            log(f"[{p.name}] candidate grids={[b.grid_dim for b in bgs]} franges={[b.forloop_range for b in bgs]}: {c.error}")
+    if sel.best is not None:
+        b = sel.best
+        row["best"] = sel.candidates.index(b)
+        med = b.timings["cuda_graph"].median_us
+        row["best_us"] = med
+        row["best_python_call_us"] = b.timings["python_call"].median_us
+        row["best_python_call_graph_us"] = b.timings["python_call_graph"].median_us
+        row["best_eager_us"] = b.timings["eager"].median_us
+        row["best_rel_err"] = b.rel_err
+        row["achieved_tbps"] = row["bytes"] / (med * 1e-6) / 1e12
+    return row
+
+
+def table(rows: list[dict], device: str) -> str:
+    lines = [f"Device: {device}. Times in µs per call (median; device time by CUDA events, inputs rotated "
+             "so every call reads from HBM). `graph` = the call captured in a CUDA graph and replayed.",
+             "",
+             "| program | floor | torch eager | torch graph | torch.compile | torch.compile graph | mirage_lab graph "
+             "| mirage_lab eager | py call | py call (graph) | best/floor | compile-graph/best | TB/s | rel err | best μGraph |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        b = r.get("baselines", {})
+        g = lambda k: b.get(k, {}).get("median_us")  # noqa: E731
+        best = r.get("best_us")
+        cfg = ""
+        if "best" in r:
+            c = r["candidates"][r["best"]]
+            cfg = f"grids {c['grids']}, franges {c['franges']}"
+        ratio = lambda a, c: "—" if not a or not c else f"{a / c:.2f}"  # noqa: E731
+        lines.append(
+            f"| {r['program']} | {fmt_us(r['floor_us'])} | {fmt_us(g('torch_eager'))} | {fmt_us(g('torch_cuda_graph'))} "
+            f"| {fmt_us(g('torch_compile'))} | {fmt_us(g('torch_compile_cuda_graph'))} | **{fmt_us(best)}** "
+            f"| {fmt_us(r.get('best_eager_us'))} | {fmt_us(r.get('best_python_call_us'))} "
+            f"| {fmt_us(r.get('best_python_call_graph_us'))} | {ratio(best, r['floor_us'])} "
+            f"| {ratio(g('torch_compile_cuda_graph'), best)} | {r.get('achieved_tbps', 0):.2f} "
+            f"| {r.get('best_rel_err', float('nan')):.1e} | {cfg} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--programs", default="", help="comma-separated program names (default: all)")
+    ap.add_argument("--candidates", action="append", default=[], help="NAME=FILE: add saved μGraphs to program NAME")
+    ap.add_argument("--repeats", type=int, default=200)
+    ap.add_argument("--workers", type=int, default=0, help="processes compiling kernels (default: cores)")
+    ap.add_argument("--no-compile-baseline", action="store_true", help="skip torch.compile")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for gpu_bench.json / gpu_bench.md")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available() or mi.runtime.simulator_active():
+        print("gpu_bench needs a CUDA GPU (and NUMBA_ENABLE_CUDASIM unset)")
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    logf = open(out / "gpu_bench.log", "a")
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+        logf.write(msg + "\n")
+        logf.flush()
+
+    progs = programs()
+    names = [n for n in args.programs.split(",") if n] or list(progs)
+    extra: dict[str, list[mi.KernelGraph]] = {n: [] for n in names}
+    for spec in args.candidates:
+        n, path = spec.split("=", 1)
+        loaded = mi.load(path)
+        extra.setdefault(n, []).extend(loaded if isinstance(loaded, list) else [loaded])
+    device = torch.cuda.get_device_name()
+    log(f"gpu_bench {datetime.datetime.now().isoformat(timespec='seconds')} on {device}; torch {torch.__version__}")
+    t0 = time.perf_counter()
+    all_graphs = [g for n in names for g in progs[n].candidates() + extra.get(n, [])]
+    res = mi.runtime.precompile(all_graphs, workers=args.workers or None)
+    bad = [r for r in res if r[2]]
+    log(f"precompiled {len(res)} μGraphs in {time.perf_counter() - t0:.0f} s "
+        f"(slowest {max(r[1] for r in res):.0f} s); {len(bad)} failed")
+    for h, _, err in bad:
+        log(f"  {h[:12]}: {err}")
+    rows = []
+    for n in names:
+        t1 = time.perf_counter()
+        try:
+            rows.append(run_program(progs[n], extra.get(n, []), args.repeats, not args.no_compile_baseline, log))
+        except Exception:
+            log(f"[{n}] failed:\n{traceback.format_exc()}")
+            continue
+        log(f"[{n}] done in {time.perf_counter() - t1:.0f} s: best {fmt_us(rows[-1].get('best_us'))} µs, "
+            f"floor {fmt_us(rows[-1]['floor_us'])} µs")
+        (out / "gpu_bench.json").write_text(json.dumps({"device": device, "rows": rows}, indent=1, default=str))
+    md = table(rows, device)
+    (out / "gpu_bench.md").write_text(md + "\n")
+    log("\n" + md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

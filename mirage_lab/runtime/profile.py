@@ -1,0 +1,261 @@
+"""Measuring compiled μGraphs and torch baselines the same way, in the same process.
+
+Every contender is timed with CUDA events after a warm-up, many repeats, median with
+p10/p90. Inputs are rotated over several copies (enough that the copies together exceed
+twice the L2 cache) so each timed call reads its weights from HBM, not from the 50 MB L2.
+Before each batch of timed calls the GPU is held by a short sleep kernel, so the host
+queues the whole batch ahead and the events measure device time, not Python launch gaps;
+``python_call_us`` measures the latter separately (wall clock per call).
+
+    >>> import mirage_lab as mi
+    >>> k = mi.runtime.compile(fused_graph)                          # doctest: +SKIP
+    >>> t = mi.runtime.profile.profile_kernel(k, [X, W])             # doctest: +SKIP
+    >>> t["cuda_graph"].median_us                                    # doctest: +SKIP
+    12.9
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+from ..errors import MirageLabError
+from ..interp.reference import run_reference
+from ..ir.kernel_graph import KernelGraph
+from .kernel import CompiledKernel, compile
+from .torch_fn import to_torch_fn
+
+COPY_BANDWIDTH_TBPS = 3.0  # measured device-to-device copy peak on the H100 (DESIGN.md)
+
+
+@dataclass
+class Timing:
+    """One contender's latency distribution (microseconds)."""
+
+    name: str
+    mode: str                  # cuda_graph | eager | python_call
+    median_us: float
+    p10_us: float
+    p90_us: float
+    repeats: int
+    copies: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def nbytes(tensors: Sequence[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def floor_us(graph: KernelGraph, *, bandwidth_tbps: float = COPY_BANDWIDTH_TBPS) -> float:
+    """The memory floor: every input read once and every output written once, at copy bandwidth."""
+    total = sum(t.nbytes() for t in graph.inputs) + sum(t.nbytes() for t in graph.outputs)
+    return total / (bandwidth_tbps * 1e12) * 1e6
+
+
+def rotation_copies(inputs: Sequence[torch.Tensor], *, max_copies: int = 16) -> int:
+    """How many input copies make every timed call read from HBM (copies x bytes > 2 x L2)."""
+    if not inputs or inputs[0].device.type != "cuda":
+        return 1
+    l2 = torch.cuda.get_device_properties(inputs[0].device).L2_cache_size
+    b = max(1, nbytes(inputs))
+    return int(min(max_copies, max(2, math.ceil(2 * l2 / b) + 1)))
+
+
+def make_copies(inputs: Sequence[torch.Tensor], n: int) -> list[list[torch.Tensor]]:
+    """``n`` sets of inputs: the originals and ``n - 1`` clones."""
+    return [list(inputs)] + [[x.clone() for x in inputs] for _ in range(n - 1)]
+
+
+def _summary(name: str, mode: str, samples: list[float], copies: int, **extra: Any) -> Timing:
+    qs = statistics.quantiles(samples, n=10) if len(samples) >= 10 else [min(samples)] * 9
+    return Timing(name, mode, statistics.median(samples), qs[0], qs[-1], len(samples), copies, dict(extra))
+
+
+def time_calls(calls: Sequence[Callable[[], Any]], *, name: str = "", mode: str = "cuda_graph",
+               warmup: int = 10, repeats: int = 200, batch: int = 50) -> Timing:
+    """Device time per call with CUDA events; ``calls[i % len(calls)]`` runs the i-th repeat."""
+    n = len(calls)
+    for i in range(warmup):
+        calls[i % n]()
+    torch.cuda.synchronize()
+    samples: list[float] = []
+    i = 0
+    while len(samples) < repeats:
+        b = min(batch, repeats - len(samples))
+        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(b)]
+        torch.cuda._sleep(200_000 * b)  # ~0.1 ms per call: the host queues the batch ahead of the GPU
+        for s, e in ev:
+            s.record()
+            calls[i % n]()
+            e.record()
+            i += 1
+        torch.cuda.synchronize()
+        samples += [s.elapsed_time(e) * 1e3 for s, e in ev]
+    return _summary(name, mode, samples, n)
+
+
+def time_python(call: Callable[[], Any], *, name: str = "", iters: int = 200, warmup: int = 10) -> Timing:
+    """Wall-clock microseconds per call from Python (launch overhead included), synced at the end."""
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(iters // 5):
+            call()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) / (iters // 5) * 1e6)
+    return _summary(name, "python_call", samples, 1)
+
+
+def _capture(fn: Callable[[], Any]) -> torch.cuda.CUDAGraph:
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    torch.cuda.synchronize()
+    return g
+
+
+def profile_kernel(kernel: CompiledKernel, inputs: Sequence[torch.Tensor], *, name: str = "mirage_lab",
+                   repeats: int = 200, copies: int | None = None) -> dict[str, Timing]:
+    """Device time (CUDA-graph replay and eager launches) and Python call time of a compiled μGraph."""
+    xs = kernel.check_inputs(inputs)
+    n = copies or rotation_copies(xs)
+    sets = make_copies(xs, n)
+    graphs = [kernel.capture(s) for s in sets]
+    out = {
+        "cuda_graph": time_calls([g.replay for g in graphs], name=name, mode="cuda_graph", repeats=repeats),
+        "eager": time_calls([lambda s=s: kernel.run_unchecked(s) for s in sets], name=name, mode="eager",
+                            repeats=repeats),
+        "python_call": time_python(lambda: kernel(inputs=xs), name=name),
+        "python_call_graph": time_python(lambda: kernel(inputs=xs, graph=True), name=name),
+    }
+    out["python_call_graph"].mode = "python_call_graph"
+    return out
+
+
+def profile_torch(fn: Callable[..., Any], inputs: Sequence[torch.Tensor], *, name: str = "torch",
+                  repeats: int = 200, copies: int | None = None, graph: bool = True,
+                  eager: bool = True) -> dict[str, Timing]:
+    """Device time of a torch function, eagerly and captured in a CUDA graph."""
+    n = copies or rotation_copies(inputs)
+    sets = make_copies(inputs, n)
+    out: dict[str, Timing] = {}
+    if eager:
+        out["eager"] = time_calls([lambda s=s: fn(*s) for s in sets], name=name, mode="eager", repeats=repeats)
+        out["python_call"] = time_python(lambda: fn(*inputs), name=name)
+    if graph:
+        graphs = [_capture(lambda s=s: fn(*s)) for s in sets]
+        out["cuda_graph"] = time_calls([g.replay for g in graphs], name=name, mode="cuda_graph", repeats=repeats)
+    return out
+
+
+def profile_baselines(program: KernelGraph, inputs: Sequence[torch.Tensor], *, repeats: int = 200,
+                      compile_mode: str | None = "default") -> dict[str, Timing]:
+    """torch eager, torch under a CUDA graph and torch.compile for the program's plain torch function."""
+    fn = to_torch_fn(program)
+    res = profile_torch(fn, inputs, name="torch", repeats=repeats)
+    out = {"torch_eager": res["eager"], "torch_cuda_graph": res["cuda_graph"], "torch_python_call": res["python_call"]}
+    if compile_mode is not None:
+        cfn = torch.compile(fn, mode=None if compile_mode == "default" else compile_mode)
+        t0 = time.perf_counter()
+        cfn(*inputs)
+        torch.cuda.synchronize()
+        secs = time.perf_counter() - t0
+        res = profile_torch(cfn, inputs, name="torch.compile", repeats=repeats)
+        out["torch_compile"] = res["eager"]
+        out["torch_compile"].extra["compile_s"] = secs
+        out["torch_compile_cuda_graph"] = res["cuda_graph"]
+        out["torch_compile_python_call"] = res["python_call"]
+    return out
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """‖out − ref‖ / ‖ref‖ in float64 (NaN anywhere gives NaN)."""
+    o, r = out.double(), ref.double()
+    if torch.isnan(o).any():
+        return float("nan")
+    return float((o - r).norm() / r.norm())
+
+
+@dataclass
+class Candidate:
+    """One candidate μGraph with what happened to it."""
+
+    graph: KernelGraph
+    kernel: CompiledKernel | None = None
+    timings: dict[str, Timing] = field(default_factory=dict)
+    rel_err: float | None = None
+    error: str | None = None
+
+    @property
+    def median_us(self) -> float:
+        t = self.timings.get("cuda_graph")
+        return t.median_us if t else float("inf")
+
+
+@dataclass
+class Selection:
+    """The fastest correct candidate and every measurement taken on the way."""
+
+    best: Candidate | None
+    candidates: list[Candidate]
+
+    def table(self) -> list[dict[str, Any]]:
+        rows = []
+        for i, c in enumerate(self.candidates):
+            bgs = [op.block_graph for op in c.graph.customized_ops]
+            rows.append({"index": i, "grids": [b.grid_dim for b in bgs], "franges": [b.forloop_range for b in bgs],
+                         "median_us": c.median_us, "rel_err": c.rel_err, "error": c.error})
+        return rows
+
+
+def select_fastest(candidates: Sequence[KernelGraph], inputs: Sequence[torch.Tensor], *, check: bool = True,
+                   tol: float = 2e-3, repeats: int = 200, reference: Sequence[torch.Tensor] | None = None) -> Selection:
+    """Compile, check and time every candidate μGraph; return the fastest correct one.
+
+    ``reference``: expected outputs (default: the reference interpreter on float64 inputs,
+    computed once from the first candidate). A candidate whose compile or launch fails, or
+    whose relative error exceeds ``tol``, is kept with its error and never selected.
+
+    >>> sel = select_fastest([g1, g2], [X, W])       # doctest: +SKIP
+    >>> sel.best.median_us, sel.table()              # doctest: +SKIP
+    """
+    if not candidates:
+        raise MirageLabError("select_fastest: no candidates")
+    cands = [Candidate(g) for g in candidates]
+    ref = list(reference) if reference is not None else None
+    for c in cands:
+        try:
+            c.kernel = compile(c.graph)
+            if check:
+                if ref is None:
+                    ref = run_reference(c.graph, [x.double() for x in inputs])
+                outs = c.kernel(inputs=list(inputs), poison=True)
+                c.rel_err = max(relative_error(o, r) for o, r in zip(outs, ref))
+                if not c.rel_err < tol:
+                    c.error = f"relative error {c.rel_err:.3g} exceeds {tol}"
+                    continue
+            c.timings = profile_kernel(c.kernel, inputs, repeats=repeats)
+        except MirageLabError:
+            raise
+        except Exception as e:  # a candidate that fails to compile or launch is reported, not fatal
+            c.error = f"{type(e).__name__}: {e}"[:500]
+    ok = [c for c in cands if c.error is None and c.timings]
+    best = min(ok, key=lambda c: c.median_us) if ok else None
+    return Selection(best, cands)

@@ -1,0 +1,12 @@
+"""Codegen test fixtures: generated kernels run in subprocesses under the CUDA simulator."""
+from __future__ import annotations
+
+import pytest
+
+from codegen_proc import HERE, run_script
+
+
+@pytest.fixture(scope="session")
+def sim_results(tmp_path_factory) -> dict:
+    """Every case of cases.py, compiled and run once under the simulator."""
+    return run_script(HERE / "sim_runner.py", [], tmp_path_factory.mktemp("sim"), simulator=True)

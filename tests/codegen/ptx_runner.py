@@ -1,0 +1,39 @@
+"""Compile every case's kernels to PTX with numba + libNVVM and assemble with ptxas (no GPU).
+
+Prints RESULTS {name: [per-kernel dicts]}; run by test_ptx.py in a subprocess because it
+patches numba's architecture query when libNVRTC is missing.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from codegen_ptx import ptx_report, toolchain  # noqa: E402
+
+import os  # noqa: E402
+
+_tc = toolchain()
+if _tc is not None:
+    os.environ.setdefault("CUDA_HOME", _tc[0])  # numba finds libNVVM through it
+
+import mirage_lab as mi  # noqa: E402
+from codegen_cases import CASES  # noqa: E402
+
+
+def main() -> None:
+    res = {}
+    for name, build, _ in CASES:
+        try:
+            k = mi.runtime.compile(build())
+            res[name] = ptx_report(k.module, k.kernels)
+        except Exception:
+            res[name] = {"error": traceback.format_exc()[-3000:]}
+    print("RESULTS " + json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
