@@ -13,7 +13,7 @@ import numpy as np
 
 
 def run_checks(size: str = "tiny", verbose: bool = False) -> tuple[int, list[str]]:
-    from mirage_lab.verify import fingerprint_graph, get_ops, random_inputs
+    from mirage_lab.verify import fingerprint_graph, get_ops, match_outputs, random_inputs
     from mirage_lab.verify.field import ACCUM_KINDS, PQ
 
     import verify_graphs as vg
@@ -65,13 +65,18 @@ def run_checks(size: str = "tiny", verbose: bool = False) -> tuple[int, list[str
 
     for name, (mp, mf) in vg.pairs(size).items():
         t0 = time.perf_counter()
+        xs = random_inputs(mp(), tests=2, seed=n)
+        on_cuda = []
         for g in (mp(), mf()):
             n += 1
-            xs = random_inputs(g, tests=2, seed=n)
             a = fingerprint_graph(g, xs, backend="numpy")
             b = fingerprint_graph(g, xs, backend="cuda")
+            on_cuda.append(b)
             if not all(u.shape == v.shape and np.array_equal(u, v) for u, v in zip(a, b)):
                 failures.append(f"graph {name}: backends differ")
+        n += 1
+        if match_outputs(on_cuda[0], on_cuda[1]) is None:  # no false negative on the GPU path either
+            failures.append(f"graph {name}: program and fused μGraph differ on the cuda backend")
         if verbose:
             print(f"{name}: {time.perf_counter() - t0:.2f}s", flush=True)
     return n, failures
