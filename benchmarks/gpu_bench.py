@@ -34,7 +34,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import mirage_lab as mi  # noqa: E402
 from mirage_lab.examples import (gated_mlp_fused, gated_mlp_program, gqa_flashdecoding, gqa_program,  # noqa: E402
                                  rms_norm_linear_fused, rms_norm_linear_program)
+from mirage_lab.codegen import CodegenOptions  # noqa: E402
 from mirage_lab.runtime import profile as prof  # noqa: E402
+
+# lowering variants measured for every candidate μGraph (speed only; results are identical)
+OPTION_SETS = {
+    "default": [CodegenOptions()],
+    "sweep": [CodegenOptions(pipeline_words=0), CodegenOptions(pipeline_words=32),
+              CodegenOptions(pipeline_words=0, max_registers=128), CodegenOptions(pipeline_words=32, max_registers=168),
+              CodegenOptions(pipeline_words=0, max_stream_acc=128)],
+}
 
 
 def _randn(scales: list[float]) -> Callable[[mi.KernelGraph, torch.Generator], list[torch.Tensor]]:
@@ -60,19 +69,19 @@ def programs() -> dict[str, Program]:
                                  for s, qb, f in vs]
     return {p.name: p for p in [
         Program("rmsnorm_linear_16x4096x4096", lambda: rms_norm_linear_program(16, 4096, 4096),
-                lambda: rl(16, 4096, 4096, [(256, 8), (128, 8), (256, 16), (128, 16), (256, 4)]),
+                lambda: rl(16, 4096, 4096, [(256, 16), (256, 8), (128, 16)]),
                 _randn([1.0, 1 / 64]), target_us=12.5),
         Program("rmsnorm_linear_2x4096x6144", lambda: rms_norm_linear_program(2, 4096, 6144),
-                lambda: rl(2, 4096, 6144, [(192, 8), (384, 8), (192, 16), (96, 8)]),
+                lambda: rl(2, 4096, 6144, [(384, 8), (192, 8), (384, 16)]),
                 _randn([1.0, 1 / 64])),
         Program("gqa_decode_64x1x128x4096", lambda: gqa_program(64, 1, 128, 4096),
-                lambda: gq(64, 1, 128, 4096, [(16, 1, 4), (8, 1, 8), (32, 1, 2), (16, 1, 2)]),
+                lambda: gq(64, 1, 128, 4096, [(16, 1, 4), (8, 1, 8), (16, 1, 2), (32, 1, 2)]),
                 _randn([1 / 128 ** 0.5, 0.5, 1.0]), target_us=49.0),
         Program("gqa_2x256x64x4096", lambda: gqa_program(2, 256, 64, 4096),
-                lambda: gq(2, 256, 64, 4096, [(8, 16, 4), (16, 16, 2)]),
+                lambda: gq(2, 256, 64, 4096, [(8, 16, 4)]),
                 _randn([1 / 8, 0.5, 1.0])),
         Program("gated_mlp_8x4096x4096", lambda: gated_mlp_program(8, 4096, 4096),
-                lambda: [gated_mlp_fused(8, 4096, 4096, grid=g, forloop_range=f) for g, f in [(128, 16), (256, 16), (128, 8)]],
+                lambda: [gated_mlp_fused(8, 4096, 4096, grid=g, forloop_range=f) for g, f in [(256, 16), (256, 8), (128, 16)]],
                 _randn([1.0, 1 / 64, 1 / 64])),
     ]}
 
@@ -81,12 +90,14 @@ def fmt_us(x: float | None) -> str:
     return "—" if x is None or x != x or x == float("inf") else f"{x:.1f}"
 
 
-def run_program(p: Program, extra: list[mi.KernelGraph], repeats: int, compile_baseline: bool, log) -> dict:
+def run_program(p: Program, extra: list[mi.KernelGraph], repeats: int, compile_baseline: bool, log,
+                copy_tbps: float, options: list[CodegenOptions]) -> dict:
     prog = p.program()
     cands = p.candidates() + extra
     gen = torch.Generator(device="cuda").manual_seed(0)
     xs = p.inputs(prog, gen)
     row: dict = {"program": p.name, "floor_us": prof.floor_us(prog), "target_us": p.target_us,
+                 "floor_measured_us": prof.floor_us(prog, bandwidth_tbps=copy_tbps),
                  "bytes": sum(t.nbytes() for t in prog.inputs) + sum(t.nbytes() for t in prog.outputs)}
     ref = mi.run_reference(prog, [x.double() for x in xs])
     # baselines
@@ -99,18 +110,19 @@ def run_program(p: Program, extra: list[mi.KernelGraph], repeats: int, compile_b
         log(f"[{p.name}] baselines failed:\n{traceback.format_exc()}")
         row["baselines"] = {}
     # candidates
-    sel = prof.select_fastest(cands, xs, reference=ref, repeats=repeats)
+    sel = prof.select_fastest(cands, xs, reference=ref, repeats=repeats, options=options)
     row["candidates"] = []
     for c in sel.candidates:
         bgs = [op.block_graph for op in c.graph.customized_ops]
         row["candidates"].append({
             "grids": [list(b.grid_dim) for b in bgs], "franges": [b.forloop_range for b in bgs],
-            "rel_err": c.rel_err, "error": c.error, "hash": c.graph.content_hash()[:12],
+            "options": c.options.tag(), "rel_err": c.rel_err, "error": c.error, "hash": c.graph.content_hash()[:12],
             "timings": {k: v.as_dict() for k, v in c.timings.items()},
             "resources": c.kernel.resource_report() if c.kernel is not None and c.error is None else None,
         })
         if c.error:
-            log(f"[{p.name}] candidate grids={[b.grid_dim for b in bgs]} franges={[b.forloop_range for b in bgs]}: {c.error}")
+            log(f"[{p.name}] candidate grids={[b.grid_dim for b in bgs]} franges={[b.forloop_range for b in bgs]} "
+                f"{c.options.tag()}: {c.error}")
     if sel.best is not None:
         b = sel.best
         row["best"] = sel.candidates.index(b)
@@ -128,9 +140,9 @@ def table(rows: list[dict], device: str) -> str:
     lines = [f"Device: {device}. Times in µs per call (median; device time by CUDA events, inputs rotated "
              "so every call reads from HBM). `graph` = the call captured in a CUDA graph and replayed.",
              "",
-             "| program | floor | torch eager | torch graph | torch.compile | torch.compile graph | mirage_lab graph "
-             "| mirage_lab eager | py call | py call (graph) | best/floor | compile-graph/best | TB/s | rel err | best μGraph |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| program | floor @3.0 | floor @copy | torch eager | torch graph | torch.compile | torch.compile graph | mirage_lab graph "
+             "| mirage_lab eager | py call | py call (graph) | best/floor@copy | compile-graph/best | TB/s | rel err | best μGraph |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         b = r.get("baselines", {})
         g = lambda k: b.get(k, {}).get("median_us")  # noqa: E731
@@ -138,13 +150,13 @@ def table(rows: list[dict], device: str) -> str:
         cfg = ""
         if "best" in r:
             c = r["candidates"][r["best"]]
-            cfg = f"grids {c['grids']}, franges {c['franges']}"
+            cfg = f"grids {c['grids']}, franges {c['franges']}, {c['options']}"
         ratio = lambda a, c: "—" if not a or not c else f"{a / c:.2f}"  # noqa: E731
         lines.append(
-            f"| {r['program']} | {fmt_us(r['floor_us'])} | {fmt_us(g('torch_eager'))} | {fmt_us(g('torch_cuda_graph'))} "
+            f"| {r['program']} | {fmt_us(r['floor_us'])} | {fmt_us(r.get('floor_measured_us'))} | {fmt_us(g('torch_eager'))} | {fmt_us(g('torch_cuda_graph'))} "
             f"| {fmt_us(g('torch_compile'))} | {fmt_us(g('torch_compile_cuda_graph'))} | **{fmt_us(best)}** "
             f"| {fmt_us(r.get('best_eager_us'))} | {fmt_us(r.get('best_python_call_us'))} "
-            f"| {fmt_us(r.get('best_python_call_graph_us'))} | {ratio(best, r['floor_us'])} "
+            f"| {fmt_us(r.get('best_python_call_graph_us'))} | {ratio(best, r.get('floor_measured_us'))} "
             f"| {ratio(g('torch_compile_cuda_graph'), best)} | {r.get('achieved_tbps', 0):.2f} "
             f"| {r.get('best_rel_err', float('nan')):.1e} | {cfg} |")
     return "\n".join(lines)
@@ -157,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=200)
     ap.add_argument("--workers", type=int, default=0, help="processes compiling kernels (default: cores)")
     ap.add_argument("--no-compile-baseline", action="store_true", help="skip torch.compile")
+    ap.add_argument("--options", default="default", choices=sorted(OPTION_SETS),
+                    help="lowering variants to measure per candidate")
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for gpu_bench.json / gpu_bench.md")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available() or mi.runtime.simulator_active():
@@ -180,8 +194,12 @@ def main(argv: list[str] | None = None) -> int:
         extra.setdefault(n, []).extend(loaded if isinstance(loaded, list) else [loaded])
     device = torch.cuda.get_device_name()
     log(f"gpu_bench {datetime.datetime.now().isoformat(timespec='seconds')} on {device}; torch {torch.__version__}")
+    copy_tbps = prof.measure_copy_tbps()
+    log(f"device-to-device copy: {copy_tbps:.2f} TB/s (read + write); floors below use 3.0 TB/s (H100) "
+        f"and this measured value")
     t0 = time.perf_counter()
-    all_graphs = [g for n in names for g in progs[n].candidates() + extra.get(n, [])]
+    opts = OPTION_SETS[args.options]
+    all_graphs = [(g, o) for n in names for g in progs[n].candidates() + extra.get(n, []) for o in opts]
     res = mi.runtime.precompile(all_graphs, workers=args.workers or None)
     bad = [r for r in res if r[2]]
     log(f"precompiled {len(res)} μGraphs in {time.perf_counter() - t0:.0f} s "
@@ -192,14 +210,16 @@ def main(argv: list[str] | None = None) -> int:
     for n in names:
         t1 = time.perf_counter()
         try:
-            rows.append(run_program(progs[n], extra.get(n, []), args.repeats, not args.no_compile_baseline, log))
+            rows.append(run_program(progs[n], extra.get(n, []), args.repeats, not args.no_compile_baseline, log,
+                                    copy_tbps, opts))
         except Exception:
             log(f"[{n}] failed:\n{traceback.format_exc()}")
             continue
         log(f"[{n}] done in {time.perf_counter() - t1:.0f} s: best {fmt_us(rows[-1].get('best_us'))} µs, "
             f"floor {fmt_us(rows[-1]['floor_us'])} µs")
-        (out / "gpu_bench.json").write_text(json.dumps({"device": device, "rows": rows}, indent=1, default=str))
-    md = table(rows, device)
+        (out / "gpu_bench.json").write_text(json.dumps({"device": device, "copy_tbps": copy_tbps, "rows": rows},
+                                                       indent=1, default=str))
+    md = table(rows, f"{device} (copy {copy_tbps:.2f} TB/s)")
     (out / "gpu_bench.md").write_text(md + "\n")
     log("\n" + md)
     return 0

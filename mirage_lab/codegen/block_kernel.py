@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..errors import CodegenError
 from ..ir.thread_graph import FusionChain
-from .plan import MAX_REG_ELEMS, Buf, KernelPlan, Loader, Stream
+from .plan import DEFAULT_OPTIONS, MAX_REG_ELEMS, Buf, CodegenOptions, KernelPlan, Loader, Stream
 from .source import Src, add, dot, mul, prod, row_strides, unravel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,8 +90,10 @@ class _Sync:
 
 
 class _Emitter:
-    def __init__(self, bg: "BlockGraph", name: str) -> None:
-        self.p = KernelPlan(bg, name)
+    def __init__(self, bg: "BlockGraph", name: str, options: CodegenOptions = DEFAULT_OPTIONS) -> None:
+        self.options = options
+        self.p = KernelPlan(bg, name, options)
+        self._pipe_budget = options.pipeline_words
         self.bg = bg
         self.name = name
         self.T = self.p.T
@@ -301,11 +303,11 @@ class _Emitter:
         self._it_step[ld.index] = step
         s(f"lb{ld.index} = {add(*terms)}")
 
-    def loader_word(self, ld: Loader) -> str:
-        """Expression of the first word of this iteration's tile."""
+    def loader_word(self, ld: Loader, it: str = "it") -> str:
+        """Expression of the first word of the tile of iteration ``it``."""
         step = self._it_step[ld.index]
         if ld.fmap >= 0 and not ld.invariant and self.FR > 1:
-            return add(f"lb{ld.index}", mul("it", step))
+            return add(f"lb{ld.index}", mul(it, step))
         return f"lb{ld.index}"
 
     def load_expr(self, ld: Loader, word: str) -> str:
@@ -336,7 +338,7 @@ class _Emitter:
         nv = prod(ld.tile) // ld.vw
         return nv, -(-nv // self.T)
 
-    def staged_word(self, ld: Loader, v: str) -> str:
+    def staged_word(self, ld: Loader, v: str, it: str = "it") -> str:
         unit = self.loader_unit(ld)
         strides = row_strides(ld.dims)
         nvr = ld.tile[-1] // ld.vw
@@ -344,20 +346,25 @@ class _Emitter:
         col = "0" if nvr == 1 else f"{v} % {nvr}"
         tix = unravel(row, ld.tile[:-1]) if len(ld.tile) > 1 else []
         rowpart = dot(tix, [st // unit for st in strides[:-1]])
-        return add(self.loader_word(ld), rowpart, mul(col, ld.vw // unit))
+        return add(self.loader_word(ld, it), rowpart, mul(col, ld.vw // unit))
 
-    def issue_staged(self, s: Src, ld: Loader) -> bool:
+    def staged_prefetchable(self, ld: Loader) -> bool:
+        nv, nj = self.staged_vectors(ld)
+        return nj * max(1, ld.vw // self.loader_unit(ld)) <= PREFETCH_WORDS
+
+    def issue_staged(self, s: Src, ld: Loader, it: str = "it") -> bool:
         """Emit the loads of a staged tile into registers; False if it is loaded in a loop instead."""
         nv, nj = self.staged_vectors(ld)
-        if nj * max(1, ld.vw // self.loader_unit(ld)) > PREFETCH_WORDS:
+        if not self.staged_prefetchable(ld):
             return False
-        s.comment(f"load {ld.out.name} {list(ld.tile)} of in{ld.index} ({ld.vw * (2 if ld.epw == 2 else 4)}-byte loads)")
+        nbytes = (ld.vw // self.loader_unit(ld)) * (4 if ld.view == "int32" else 2)
+        s.comment(f"load {ld.out.name} {list(ld.tile)} of in{ld.index}, iteration {it} ({nbytes}-byte loads)")
         for j in range(nj):
             v = f"tid + {self.T * j}" if j else "tid"
             if (j + 1) * self.T > nv:
                 v = f"min({v}, {nv - 1})"
             s(f"vi{j} = {v}")
-            s(f"r{ld.index}_{j} = {self.load_expr(ld, self.staged_word(ld, f'vi{j}'))}")
+            s(f"r{ld.index}_{j} = {self.load_expr(ld, self.staged_word(ld, f'vi{j}', it))}")
         return True
 
     def store_staged(self, s: Src, ld: Loader, prefetched: bool) -> None:
@@ -414,11 +421,22 @@ class _Emitter:
         for z in range(0, n, 8):
             s("; ".join(f"{name}[{q}] = f32(0.0)" for q in range(z, min(n, z + 8))))
 
-    def issue_stream(self, s: Src, st: Stream, rows: range) -> None:
+    def issue_stream(self, s: Src, st: Stream, rows: range, prefix: str = "b", it: str = "it") -> None:
         i = st.loader.index
-        base = add(self.loader_word(st.loader), f"sw{i}")
+        base = add(self.loader_word(st.loader, it), f"sw{i}")
         for r in rows:
-            s(f"b{i}_{r} = {self.load_expr(st.loader, add(base, str(r * st.G * self._rsw[i])))}")
+            s(f"{prefix}{i}_{r} = {self.load_expr(st.loader, add(base, str(r * st.G * self._rsw[i])))}")
+
+    def stream_pipelined(self, st: Stream) -> bool:
+        """Load iteration it+1's rows during iteration it (streams in order, within the word budget)."""
+        if not hasattr(self, "_piped"):
+            self._piped, budget = set(), self.options.pipeline_words
+            for s in self.p.streams:
+                words = s.KR * max(1, s.vw // 2)
+                if self.FR > 1 and words <= budget:
+                    self._piped.add(s.op.guid)
+                    budget -= words
+        return st.op.guid in self._piped
 
     def stream_fma(self, s: Src, st: Stream) -> None:
         i = st.loader.index
@@ -427,20 +445,17 @@ class _Emitter:
         s.comment(f"{st.op.outputs[0].name} partial sums: rows sk + {st.G}*r of B, all {st.M} rows of {a.name}")
         if not st.persistent:
             self.zero_array(s, f"pa{i}", st.M * st.vw)
-        phases = st.phases
+        phases = [range(st.KR)] if self.stream_pipelined(st) else st.phases
         for pi, rows in enumerate(phases):
             if pi + 1 < len(phases):
                 self.issue_stream(s, st, phases[pi + 1])
-            for r in rows:
+            for r in rows:  # one row at a time: only its M values of A and vw of B are live
                 ws = self.decode(st.loader, f"b{i}_{r}")
                 s("; ".join(f"w{r}_{n} = {x}" for n, x in enumerate(ws)))
-            for r in rows:
                 s("; ".join(f"a{r}_{m} = {self.ref(a, add(f'sk{i}', str(m * st.K + r * st.G)))}"
                             for m in range(st.M)))
-            for m in range(st.M):
-                for n in range(st.vw):
-                    terms = " + ".join(f"a{r}_{m} * w{r}_{n}" for r in rows)
-                    s(f"pa{i}[{m * st.vw + n}] += {terms}")
+                for m in range(st.M):
+                    s("; ".join(f"pa{i}[{m * st.vw + n}] += a{r}_{m} * w{r}_{n}" for n in range(st.vw)))
 
     def stream_reduce(self, s: Src, st: Stream, rows: range, region: str,
                       then: Callable[[Src, str, int | None], None], out_reads: set[str], out_writes: set[str]) -> None:
@@ -746,15 +761,31 @@ class _Emitter:
         body = Src(2 if self.FR > 1 else 1)
         self.in_loop = True
         staged = [ld for ld in p.loaders if ld.mode == "staged" and not ld.invariant]
-        prefetched = {ld.index: self.issue_staged(body, ld) for ld in staged}
+        piped_staged = [ld for ld in staged if self.FR > 1 and self.staged_prefetchable(ld)]
+        piped_streams = [st for st in p.streams if self.stream_pipelined(st)]
+        nxt = f"if it + 1 < {self.FR}:"
+        if piped_streams:  # software pipelining: the next iteration's rows load while this one computes
+            with body.block(nxt):
+                for st in piped_streams:
+                    body.comment(f"prefetch streamed {st.loader.out.name} rows for iteration it + 1")
+                    self.issue_stream(body, st, range(st.KR), prefix="n", it="(it + 1)")
+        prefetched = {ld.index: (ld in piped_staged) or self.issue_staged(body, ld) for ld in staged}
         for st in p.streams:
-            rows = st.phases[0]
-            body.comment(f"issue the first {len(rows)} rows of streamed {st.loader.out.name}")
-            self.issue_stream(body, st, rows)
+            if st not in piped_streams:
+                rows = st.phases[0]
+                body.comment(f"issue the first {len(rows)} rows of streamed {st.loader.out.name}")
+                self.issue_stream(body, st, rows)
         for ld in staged:
             self.store_staged(body, ld, prefetched[ld.index])
+        if piped_staged:
+            with body.block(nxt):
+                for ld in piped_staged:
+                    self.issue_staged(body, ld, it="(it + 1)")
         for ch in in_loop:
             self.emit_chain_loop(body, ch)
+        for st in piped_streams:
+            i = st.loader.index
+            body("; ".join(f"b{i}_{r} = n{i}_{r}" for r in range(st.KR)))
         # wrap-around: the next iteration's first stages must not race this one's last ones
         if self.FR > 1 and any(self.sync.conflicts(r, w, o) for r, w, o in self.loop_head):
             body("cuda.syncthreads()")
@@ -785,6 +816,13 @@ class _Emitter:
                 pro2.comment(f"zero {t.name} (accumulated in shared memory, element-owned)")
                 self.per_element(pro2, t.numel(), lambda s, e, i, t=t: s(f"{self.ref(t, e)} = f32(0.0)"),
                                  unroll=False)
+        for ld in piped_staged:
+            self.issue_staged(pro2, ld, it="0")
+        for st in piped_streams:
+            i = st.loader.index
+            pro2.comment(f"streamed {st.loader.out.name}: rows of iteration 0 (later ones arrive one iteration ahead)")
+            self.issue_stream(pro2, st, range(st.KR), it="0")
+            pro2("; ".join(f"n{i}_{r} = b{i}_{r}" for r in range(st.KR)))
         inv = [ld for ld in p.loaders if ld.invariant]
         loop_tracker, self.sync = self.sync, _Sync()
         for ld in inv:
@@ -796,7 +834,8 @@ class _Emitter:
         pool, scratch = p.allocate()
         out = Src(0)
         args = [f"in{i}" for i in range(len(p.loaders))] + [f"out{j}" for j in range(len(bg.output_ops))] + ["scr"]
-        out("@cuda.jit(cache=True, fastmath=True)")
+        regs = f", max_registers={self.options.max_registers}" if self.options.max_registers else ""
+        out(f"@cuda.jit(cache=True, fastmath=True{regs})")
         with out.block(f"def {self.name}({', '.join(args)}):"):
             out.extend(self._doc())
             if pool:
@@ -853,7 +892,8 @@ class _Emitter:
         return d
 
 
-def emit_block_kernel(bg: "BlockGraph", name: str) -> tuple[str, KernelInfo]:
+def emit_block_kernel(bg: "BlockGraph", name: str,
+                      options: CodegenOptions = DEFAULT_OPTIONS) -> tuple[str, KernelInfo]:
     """The source of one ``@cuda.jit`` kernel for ``bg`` and its launch information.
 
     >>> import mirage_lab as mi
@@ -863,4 +903,4 @@ def emit_block_kernel(bg: "BlockGraph", name: str) -> tuple[str, KernelInfo]:
     >>> info.grid, info.threads
     ((8, 1, 1), 128)
     """
-    return _Emitter(bg, name).emit()
+    return _Emitter(bg, name, options).emit()

@@ -59,6 +59,8 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
     ins = ", ".join(names[t.guid] for t in graph.inputs)
     s("INPUTS = [" + ", ".join(f"({t.dims!r}, {t.dtype.name!r})" for t in graph.inputs) + "]")
     s("OUTPUTS = [" + ", ".join(f"({t.dims!r}, {t.dtype.name!r})" for t in graph.outputs) + "]")
+    for info in infos.values():
+        s(f"_launch_{info.name} = _Launch({info.name}, {info.grid!r}, {info.threads})")
     s("")
     s("")
     with s.block("def run(inputs, poison=False):"):
@@ -81,11 +83,12 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
             info = infos[op.guid]
             for t in op.outputs:
                 s(f"{names[t.guid]} = _empty({t.dims!r}, {_TORCH_DT[t.dtype.name]}, dev, poison)")
-            kargs = [f"_dev({_view(a, v)})" for a, v in zip(args, info.input_views)]
+            kargs = [_view(a, v) for a, v in zip(args, info.input_views)]
             for o, dt in zip(outs, info.output_dtypes):
-                kargs.append(f"_dev({_view(o, 'int16')})" if dt != "float32" else f"_dev({o}.view(-1))")
-            kargs.append(f"_dev(torch.empty({max(1, info.scratch_floats)}, dtype=torch.float32, device=dev))")
-            s(f"{info.name}[{info.grid!r}, ({info.threads}, 1, 1), stream](")
+                kargs.append(_view(o, "int16") if dt != "float32" else f"{o}.view(-1)")
+            kargs.append(f"_empty(({max(1, info.scratch_floats)},), torch.float32, dev, False)")
+            s(f"_launch_{info.name}(")
+            s("    stream,")
             for a in kargs:
                 s(f"    {a},")
             s(")")

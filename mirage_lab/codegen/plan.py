@@ -35,6 +35,30 @@ MAX_STREAM_RED_FLOATS = 4096        # per-iteration cross-thread reduction buffe
 PHASE_WORDS = 32                    # 32-bit words a streamed operand keeps in flight per phase
 
 
+@dataclass(frozen=True)
+class CodegenOptions:
+    """Lowering knobs that change speed, never results; part of a compiled module's cache key.
+
+    ``pipeline_words``: 32-bit words per thread that streamed operands may double-buffer
+    across iterations (0 disables the cross-iteration prefetch). ``max_registers``: a cap
+    passed to ptxas (``None``: its own choice). ``max_stream_acc``: partial sums per thread a
+    streamed matmul may keep (``M * vw``).
+
+    >>> CodegenOptions(pipeline_words=0).tag()
+    'pw0-regNone-acc64'
+    """
+
+    pipeline_words: int = 32
+    max_registers: int | None = None
+    max_stream_acc: int = 64
+
+    def tag(self) -> str:
+        return f"pw{self.pipeline_words}-reg{self.max_registers}-acc{self.max_stream_acc}"
+
+
+DEFAULT_OPTIONS = CodegenOptions()
+
+
 @dataclass
 class Loader:
     """How one input loader reads its tile."""
@@ -108,8 +132,9 @@ def _dtype_epw(name: str) -> int:
 class KernelPlan:
     """Everything the emitter needs to know about a block graph, decided once."""
 
-    def __init__(self, bg: "BlockGraph", name: str = "k0") -> None:
+    def __init__(self, bg: "BlockGraph", name: str = "k0", options: CodegenOptions = DEFAULT_OPTIONS) -> None:
         self.bg = bg
+        self.options = options
         self.name = name
         self.T = prod(bg.block_dim)
         self.FR = bg.forloop_range
@@ -170,7 +195,7 @@ class KernelPlan:
         persistent = len(ch.ops) == 2 and ch.ops[1].op_type == "forloop_accum" and ch.ops[1].attrs["acc"] is None
         for vw in (8, 4, 2):
             # registers: M*vw partial sums; per-iteration reductions also need T*M*vw floats of smem
-            if N % vw or M * vw > MAX_STREAM_ACC or N // vw > self.T:
+            if N % vw or M * vw > self.options.max_stream_acc or N // vw > self.T:
                 continue
             if not persistent and self.T * M * vw > MAX_STREAM_RED_FLOATS:
                 continue

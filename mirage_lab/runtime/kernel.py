@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import torch
 
-from ..codegen import CODEGEN_VERSION, GeneratedModule, KernelInfo, generate_module
+from ..codegen import CODEGEN_VERSION, DEFAULT_OPTIONS, CodegenOptions, GeneratedModule, KernelInfo, generate_module
 from ..errors import KernelInputError, MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from ..ir.shapes import fmt
@@ -67,8 +67,9 @@ class CompiledKernel:
     """
 
     def __init__(self, graph: KernelGraph, generated: GeneratedModule, module: ModuleType, path: Path | None,
-                 graph_hash: str) -> None:
+                 graph_hash: str, options: CodegenOptions = DEFAULT_OPTIONS) -> None:
         self.graph = graph
+        self.options = options
         self.generated = generated
         self.module = module
         self.path = path
@@ -194,7 +195,8 @@ class GraphedKernel:
         return self.outputs
 
 
-def compile(graph: KernelGraph, *, cache_dir: str | os.PathLike | None = None) -> CompiledKernel:  # noqa: A001
+def compile(graph: KernelGraph, *, cache_dir: str | os.PathLike | None = None,  # noqa: A001
+            options: CodegenOptions | None = None) -> CompiledKernel:
     """Generate, cache on disk and import the kernels of ``graph``.
 
     >>> from mirage_lab.examples import rms_norm_linear_fused
@@ -204,23 +206,24 @@ def compile(graph: KernelGraph, *, cache_dir: str | os.PathLike | None = None) -
     """
     if not isinstance(graph, KernelGraph):
         raise MirageLabError(f"runtime.compile: expected a KernelGraph, got {type(graph).__name__}")
+    opts = options or DEFAULT_OPTIONS
     h = graph.content_hash()
     sim = simulator_active()
-    key = f"{h}:{sim}:{cache_dir}"
+    key = f"{h}:{sim}:{cache_dir}:{opts.tag()}"
     with _LOCK:
         if key in _COMPILED:
             return _COMPILED[key]
-        gen = generate_module(graph)
+        gen = generate_module(graph, options=opts)
         d = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         d.mkdir(parents=True, exist_ok=True)
-        tag = hashlib.sha256(f"{h}:{CODEGEN_VERSION}".encode()).hexdigest()[:20]
+        tag = hashlib.sha256(f"{h}:{CODEGEN_VERSION}:{opts.tag()}".encode()).hexdigest()[:20]
         path = d / f"mirage_{tag}.py"
         if not path.exists() or path.read_text() != gen.source:
             tmp = path.with_suffix(f".tmp{os.getpid()}")
             tmp.write_text(gen.source)
             os.replace(tmp, path)  # atomic: a concurrent process never imports half a file
         mod = _import_file(path, f"mirage_lab_kernels_{tag}")
-        ck = CompiledKernel(graph, gen, mod, path, h)
+        ck = CompiledKernel(graph, gen, mod, path, h, opts)
         _COMPILED[key] = ck
         return ck
 
@@ -230,7 +233,7 @@ def run_graph(graph: KernelGraph, inputs: Sequence[torch.Tensor] | None = None, 
     return compile(graph)(inputs, **kw)
 
 
-def _precompile_worker(args: tuple[str, str | None]) -> tuple[str, float, str | None]:
+def _precompile_worker(args: tuple[str, str | None, tuple]) -> tuple[str, float, str | None]:
     """In a fresh process: load a μGraph from JSON, compile it and launch it once on random inputs.
 
     The launch makes numba compile every kernel for the exact argument types the runtime
@@ -240,11 +243,11 @@ def _precompile_worker(args: tuple[str, str | None]) -> tuple[str, float, str | 
 
     from ..ir.serialize import from_json
 
-    text, cache_dir = args
+    text, cache_dir, opts = args
     t0 = _time.perf_counter()
     g = from_json(text)
     try:
-        k = compile(g, cache_dir=cache_dir)
+        k = compile(g, cache_dir=cache_dir, options=CodegenOptions(*opts))
         dev = "cpu" if k.simulator else "cuda"
         xs = [torch.randn(t.dims, device=dev).to(t.dtype.torch) for t in g.inputs]
         k(inputs=xs)
@@ -255,7 +258,7 @@ def _precompile_worker(args: tuple[str, str | None]) -> tuple[str, float, str | 
         return g.content_hash(), _time.perf_counter() - t0, f"{type(e).__name__}: {e}"[:1000]
 
 
-def precompile(graphs: Sequence[KernelGraph], *, workers: int | None = None,
+def precompile(graphs: Sequence[KernelGraph | tuple[KernelGraph, CodegenOptions]], *, workers: int | None = None,
                cache_dir: str | os.PathLike | None = None) -> list[tuple[str, float, str | None]]:
     """Compile many μGraphs' kernels in parallel processes into the on-disk cache.
 
@@ -267,7 +270,11 @@ def precompile(graphs: Sequence[KernelGraph], *, workers: int | None = None,
     """
     import multiprocessing as mp
 
-    jobs = [(g.to_json(), None if cache_dir is None else str(cache_dir)) for g in graphs]
+    jobs = []
+    for item in graphs:
+        g, o = item if isinstance(item, tuple) else (item, DEFAULT_OPTIONS)
+        jobs.append((g.to_json(), None if cache_dir is None else str(cache_dir),
+                     (o.pipeline_words, o.max_registers, o.max_stream_acc)))
     if not jobs:
         return []
     n = workers or min(len(jobs), os.cpu_count() or 1)

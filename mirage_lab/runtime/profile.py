@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ..codegen import DEFAULT_OPTIONS, CodegenOptions
 from ..errors import MirageLabError
 from ..interp.reference import run_reference
 from ..ir.kernel_graph import KernelGraph
@@ -57,6 +58,23 @@ def floor_us(graph: KernelGraph, *, bandwidth_tbps: float = COPY_BANDWIDTH_TBPS)
     """The memory floor: every input read once and every output written once, at copy bandwidth."""
     total = sum(t.nbytes() for t in graph.inputs) + sum(t.nbytes() for t in graph.outputs)
     return total / (bandwidth_tbps * 1e12) * 1e6
+
+
+def measure_copy_tbps(nbytes_each: int = 1 << 30, repeats: int = 20) -> float:
+    """Device-to-device copy bandwidth (TB/s, bytes read + written), median of ``repeats`` copies."""
+    src = torch.empty(nbytes_each // 2, dtype=torch.float16, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    samples = []
+    for i in range(repeats + 3):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        dst.copy_(src)
+        e.record()
+        e.synchronize()
+        if i >= 3:
+            samples.append(2 * nbytes_each / (s.elapsed_time(e) * 1e-3) / 1e12)
+    del src, dst
+    return statistics.median(samples)
 
 
 def rotation_copies(inputs: Sequence[torch.Tensor], *, max_copies: int = 16) -> int:
@@ -198,6 +216,7 @@ class Candidate:
     """One candidate μGraph with what happened to it."""
 
     graph: KernelGraph
+    options: CodegenOptions = DEFAULT_OPTIONS
     kernel: CompiledKernel | None = None
     timings: dict[str, Timing] = field(default_factory=dict)
     rel_err: float | None = None
@@ -221,13 +240,15 @@ class Selection:
         for i, c in enumerate(self.candidates):
             bgs = [op.block_graph for op in c.graph.customized_ops]
             rows.append({"index": i, "grids": [b.grid_dim for b in bgs], "franges": [b.forloop_range for b in bgs],
+                         "options": c.options.tag(),
                          "median_us": c.median_us, "rel_err": c.rel_err, "error": c.error})
         return rows
 
 
 def select_fastest(candidates: Sequence[KernelGraph], inputs: Sequence[torch.Tensor], *, check: bool = True,
-                   tol: float = 2e-3, repeats: int = 200, reference: Sequence[torch.Tensor] | None = None) -> Selection:
-    """Compile, check and time every candidate μGraph; return the fastest correct one.
+                   tol: float = 2e-3, repeats: int = 200, reference: Sequence[torch.Tensor] | None = None,
+                   options: Sequence[CodegenOptions] = (DEFAULT_OPTIONS,)) -> Selection:
+    """Compile, check and time every candidate μGraph (under each of ``options``); return the fastest correct one.
 
     ``reference``: expected outputs (default: the reference interpreter on float64 inputs,
     computed once from the first candidate). A candidate whose compile or launch fails, or
@@ -238,11 +259,11 @@ def select_fastest(candidates: Sequence[KernelGraph], inputs: Sequence[torch.Ten
     """
     if not candidates:
         raise MirageLabError("select_fastest: no candidates")
-    cands = [Candidate(g) for g in candidates]
+    cands = [Candidate(g, o) for g in candidates for o in options]
     ref = list(reference) if reference is not None else None
     for c in cands:
         try:
-            c.kernel = compile(c.graph)
+            c.kernel = compile(c.graph, options=c.options)
             if check:
                 if ref is None:
                     ref = run_reference(c.graph, [x.double() for x in inputs])

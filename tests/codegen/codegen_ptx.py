@@ -46,7 +46,7 @@ def arg_types(info):
     return tuple(ts)
 
 
-def ptx_report(module, infos, cc=(9, 0)) -> list[dict]:
+def ptx_report(module, infos, cc=(9, 0), dump_dir: str | None = None) -> list[dict]:
     """PTX-compile each kernel of an imported generated module; ptxas -v it. One dict per kernel."""
     tc = toolchain()
     assert tc is not None, "no CUDA toolchain (libNVVM + ptxas) on this machine"
@@ -57,6 +57,8 @@ def ptx_report(module, infos, cc=(9, 0)) -> list[dict]:
     for info in infos:
         kern = getattr(module, info.name)
         ptx, _ = cuda.compile_ptx(kern.py_func, arg_types(info), cc=cc, fastmath=True)
+        if dump_dir:
+            Path(dump_dir, f"{module.__name__}.{info.name}.ptx").write_text(ptx)
         with tempfile.TemporaryDirectory() as d:
             p = Path(d) / "k.ptx"
             p.write_text(ptx)
