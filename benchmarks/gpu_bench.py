@@ -40,9 +40,10 @@ from mirage_lab.runtime import profile as prof  # noqa: E402
 # lowering variants measured for every candidate μGraph (speed only; results are identical)
 OPTION_SETS = {
     "default": [CodegenOptions()],
-    "sweep": [CodegenOptions(pipeline_words=0), CodegenOptions(pipeline_words=32),
-              CodegenOptions(pipeline_words=0, max_registers=128), CodegenOptions(pipeline_words=32, max_registers=168),
-              CodegenOptions(pipeline_words=0, max_stream_acc=128)],
+    "sweep": [CodegenOptions(), CodegenOptions(max_stream_acc=64), CodegenOptions(pipeline_words=32)],
+    "wide": [CodegenOptions(pipeline_words=0), CodegenOptions(pipeline_words=32),
+             CodegenOptions(pipeline_words=0, max_registers=128), CodegenOptions(pipeline_words=32, max_registers=168),
+             CodegenOptions(pipeline_words=0, max_stream_acc=64)],
 }
 
 
@@ -69,13 +70,13 @@ def programs() -> dict[str, Program]:
                                  for s, qb, f in vs]
     return {p.name: p for p in [
         Program("rmsnorm_linear_16x4096x4096", lambda: rms_norm_linear_program(16, 4096, 4096),
-                lambda: rl(16, 4096, 4096, [(256, 16), (256, 8), (128, 16)]),
+                lambda: rl(16, 4096, 4096, [(128, 16), (256, 16), (128, 8), (64, 16)]),
                 _randn([1.0, 1 / 64]), target_us=12.5),
         Program("rmsnorm_linear_2x4096x6144", lambda: rms_norm_linear_program(2, 4096, 6144),
-                lambda: rl(2, 4096, 6144, [(384, 8), (192, 8), (384, 16)]),
+                lambda: rl(2, 4096, 6144, [(192, 8), (384, 8), (192, 16)]),
                 _randn([1.0, 1 / 64])),
         Program("gqa_decode_64x1x128x4096", lambda: gqa_program(64, 1, 128, 4096),
-                lambda: gq(64, 1, 128, 4096, [(16, 1, 4), (8, 1, 8), (16, 1, 2), (32, 1, 2)]),
+                lambda: gq(64, 1, 128, 4096, [(16, 1, 2), (8, 1, 8), (16, 1, 4), (8, 1, 4)]),
                 _randn([1 / 128 ** 0.5, 0.5, 1.0]), target_us=49.0),
         Program("gqa_2x256x64x4096", lambda: gqa_program(2, 256, 64, 4096),
                 lambda: gq(2, 256, 64, 4096, [(8, 16, 4)]),
@@ -171,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-compile-baseline", action="store_true", help="skip torch.compile")
     ap.add_argument("--options", default="default", choices=sorted(OPTION_SETS),
                     help="lowering variants to measure per candidate")
+    ap.add_argument("--first", type=int, default=0, help="only the first N default candidates per program")
+    ap.add_argument("--mode", default="bench", choices=["bench", "precompile", "run"],
+                    help="precompile: fill the kernel cache only; run: launch each candidate twice, no timing "
+                         "(for an external profiler such as ncu)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for gpu_bench.json / gpu_bench.md")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available() or mi.runtime.simulator_active():
@@ -186,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         logf.flush()
 
     progs = programs()
+    if args.first:
+        for p in progs.values():
+            p.candidates = (lambda f, n: (lambda: f()[:n]))(p.candidates, args.first)
     names = [n for n in args.programs.split(",") if n] or list(progs)
     extra: dict[str, list[mi.KernelGraph]] = {n: [] for n in names}
     for spec in args.candidates:
@@ -197,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     copy_tbps = prof.measure_copy_tbps()
     log(f"device-to-device copy: {copy_tbps:.2f} TB/s (read + write); floors below use 3.0 TB/s (H100) "
         f"and this measured value")
-    t0 = time.perf_counter()
     opts = OPTION_SETS[args.options]
+    t0 = time.perf_counter()
     all_graphs = [(g, o) for n in names for g in progs[n].candidates() + extra.get(n, []) for o in opts]
     res = mi.runtime.precompile(all_graphs, workers=args.workers or None)
     bad = [r for r in res if r[2]]
@@ -206,6 +214,20 @@ def main(argv: list[str] | None = None) -> int:
         f"(slowest {max(r[1] for r in res):.0f} s); {len(bad)} failed")
     for h, _, err in bad:
         log(f"  {h[:12]}: {err}")
+    if args.mode == "precompile":
+        return 0
+    if args.mode == "run":
+        for n in names:
+            p = progs[n]
+            for g, o in [(g, o) for g in p.candidates() + extra.get(n, []) for o in opts]:
+                k = mi.runtime.compile(g, options=o)
+                xs = p.inputs(g, torch.Generator(device="cuda").manual_seed(0))
+                for _ in range(2):
+                    k(inputs=xs)
+                torch.cuda.synchronize()
+                log(f"[{n}] ran {[b.block_graph.grid_dim for b in g.customized_ops]} {o.tag()}: "
+                    f"{k.resource_report()}")
+        return 0
     rows = []
     for n in names:
         t1 = time.perf_counter()

@@ -649,6 +649,7 @@ class _Emitter:
         term = "x * x" if sq else "x"
         if nout <= self.T:
             P = max(1, min(self.T // nout, L))
+            P = 1 << (P.bit_length() - 1)  # a power of two: partials are summed by a tree
             self._red_inits.append(f"ro{g} = tid // {P}" if P > 1 else f"ro{g} = tid")
             self._red_inits.append(f"rp{g} = tid % {P}" if P > 1 else f"rp{g} = 0")
             self._red_inits.append(f"q{g} = f32(0.0)")
@@ -694,16 +695,25 @@ class _Emitter:
 
         s.comment(f"{out_t.name} = finished {kind} accumulator")
         if P > 1:
-            red = self.p.buf(f"rq{g}", nout * P, "post")
+            stride = P
+            red = self.p.buf(f"rq{g}", nout * stride, "post")
+            slot = lambda o, p: self.ref_buf(red, add(mul(o, stride), p))  # noqa: E731
             self.stage(s, writes={red.name})
             with s.block(f"if ro{g} < {nout}:"):
-                s(f"{self.ref_buf(red, add(mul(f'ro{g}', P), f'rp{g}'))} = q{g}")
+                s(f"{slot(f'ro{g}', f'rp{g}')} = q{g}")
+            while P > 8:  # halve the partials per output until 8 remain: log2(P) steps, not P serial adds
+                P //= 2
+                s("cuda.syncthreads()")
+                with s.block(f"if ro{g} < {nout} and rp{g} < {P}:"):
+                    s(f"{slot(f'ro{g}', f'rp{g}')} += {slot(f'ro{g}', add(f'rp{g}', str(P)))}")
+                self.sync.clear()
+                self.sync.note(set(), {red.name}, set())
             self.stage(s, reads={red.name}, writes=writes)
 
             def body(s: Src, o: str, i: int | None) -> None:
                 s("v = f32(0.0)")
                 with s.block(f"for p in range({P}):"):
-                    s(f"v += {self.ref_buf(red, add(mul(o, P), 'p'))}")
+                    s(f"v += {slot(o, 'p')}")
                 finish(s, o)
 
             self.per_element(s, nout, body, unroll=False, var="o")

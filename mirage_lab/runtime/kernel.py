@@ -155,13 +155,15 @@ class CompiledKernel:
                                    "smem_pool_bytes": 4 * info.pool_floats,
                                    "scratch_bytes": 4 * info.scratch_floats, "streamed_inputs": info.streamed_inputs}
             if not self.simulator:
-                try:
-                    sig = next(iter(kern.overloads))
-                    row["regs_per_thread"] = kern.get_regs_per_thread(sig)
-                    row["local_bytes_per_thread"] = kern.get_local_mem_per_thread(sig)
-                    row["shared_bytes"] = kern.get_shared_mem_per_block(sig)
-                except (StopIteration, Exception) as e:  # not launched yet, or the query is unsupported
-                    row["error"] = str(e)
+                ovs = list(getattr(kern, "overloads", {}).values())
+                if not ovs:
+                    row["error"] = "not launched yet: call the kernel once first"
+                else:
+                    ov = ovs[0]  # numba _Kernel: what ptxas and the driver report
+                    row["regs_per_thread"] = ov.regs_per_thread
+                    row["local_bytes_per_thread"] = ov.local_mem_per_thread
+                    row["shared_bytes"] = ov.shared_mem_per_block
+                    row["max_threads_per_block"] = ov.max_threads_per_block
             rows.append(row)
         return rows
 
