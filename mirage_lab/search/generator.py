@@ -27,20 +27,16 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..expr import terms as E
+from ..expr import for_block_op, for_kernel_op
 from ..ir.kernel_graph import KernelGraph
 from ..verify import field as F
 from . import tiles
 from .config import SearchConfig, normalize_map
+from .prefilter import may_be_subexpression
 from .events import SearchStats
 
 UNARY = ("exp", "square", "sqrt", "silu", "gelu", "relu", "clamp")
 BINARY = ("add", "mul", "div", "pow")
-# Head symbols an op introduces into an abstract expression: an op whose symbol the
-# target never uses cannot produce a subexpression of it, whatever the axioms say.
-HEAD = {"exp": "exp", "square": "square", "sqrt": "sqrt", "silu": "silu", "gelu": "gelu", "relu": "relu",
-        "clamp": "clamp", "add": "add", "mul": "mul", "div": "div", "pow": "pow", "matmul": "mul",
-        "rms_norm": "rms", "rms": "rms"}
 TYPE_RANK = {t: i for i, t in enumerate(("matmul", "exp", "square", "sqrt", "silu", "gelu", "relu", "clamp", "add",
                                           "mul", "div", "pow", "rms_norm", "accum", "customized"))}
 
@@ -55,10 +51,14 @@ class Node:
     expr: Any
     after_accum: bool = False
     is_input: bool = False
+    _key: tuple | None = None
 
     def key(self) -> tuple:
-        return (self.dims, self.after_accum, self.fp.shape, hashlib.blake2b(np.ascontiguousarray(self.fp).tobytes(),
-                                                                             digest_size=12).digest())
+        """Shape, phase and a digest of the fingerprint: equal keys mean the same tensor."""
+        if self._key is None:
+            digest = hashlib.blake2b(np.ascontiguousarray(self.fp).tobytes(), digest_size=12).digest()
+            self._key = (self.dims, self.after_accum, self.fp.shape, digest)
+        return self._key
 
 
 def order_key(inputs: Sequence[int], op_type: str) -> tuple:
@@ -84,10 +84,11 @@ class Task:
     index: int
     kind: str                      # "kernel" | "block"
     op: Any
+    child: Any = None              # kernel tasks: the second choice (None: the first op's state alone)
 
     @property
     def task_id(self) -> str:
-        return f"{self.index}:{self.kind}:{self.op!r}"
+        return f"{self.index}:{self.kind}:{self.op!r}:{self.child!r}"
 
 
 @dataclass
@@ -118,9 +119,6 @@ class Target:
         self.input_exprs = [exprs[t.guid] for t in graph.inputs]
         self.output_exprs = [exprs[t.guid] for t in graph.outputs]
         self.oracle = oracle or SubexprOracle(self.output_exprs)
-        self.symbols = set()
-        for e in self.output_exprs:
-            self.symbols |= E.head_symbols(e)
         self.clamp_bounds = sorted({(op.attrs["lo"], op.attrs["hi"]) for op in graph.ops if op.op_type == "clamp"})
         self.output_keys = [(d, fp.tobytes()) for d, fp in zip(self.output_dims, self.outputs_fp)]
 
@@ -151,22 +149,44 @@ class Generator:
         self.on_progress = on_progress or (lambda s: None)
         self.stats = SearchStats()
         self._last_poll = time.monotonic()
-        self._expr_cache: dict[Any, bool] = {}
+        self._expr_memo: dict[Any, bool] = {}
+        self._restrict: tuple | None = None
+        self._block_expr_memo: dict[tuple, Any] = {}
 
     # ----------------------------------------------------------------- tasks
     def root_nodes(self) -> list[Node]:
         return [Node(d, fp, e, is_input=True) for d, fp, e in zip(self.t.input_dims, self.t.inputs_fp, self.t.input_exprs)]
 
     def tasks(self) -> list[Task]:
-        """The root's first choices, in a fixed order: kernel ops, then customized-op roots."""
+        """Independent subtrees, in a fixed order that does not depend on the workers.
+
+        Customized-op roots come first (they hold the fused candidates); then each first
+        kernel op, split by its second choice so that the deep kernel-level subtrees spread
+        over workers too (``child=None``: the state after the first op itself).
+        """
         nodes = self.root_nodes()
         out: list[Task] = []
-        for op in self._kernel_op_choices(nodes, None):
-            out.append(Task(len(out), "kernel", op))
         if self.cfg.max_customized_ops > 0 and len(nodes) < self.cfg.max_kernel_ops:
             for root in self._block_roots(nodes, None):
                 out.append(Task(len(out), "block", root))
+        for op in self._kernel_op_choices(nodes, None):
+            node = self._kernel_node(nodes, op)
+            if node is None:
+                continue
+            out.append(Task(len(out), "kernel", op, None))
+            after = nodes + [node]
+            for child in self._kernel_op_choices(after, [op]):
+                out.append(Task(len(out), "kernel", op, child))
+            if self.cfg.max_customized_ops > 0 and len(after) < self.cfg.max_kernel_ops:
+                for root in self._block_roots(after, [op]):
+                    out.append(Task(len(out), "kernel", op, root))
         return out
+
+    def all_tasks(self) -> list[Task]:
+        """:meth:`tasks`, computed once per generator (workers look tasks up by index)."""
+        if getattr(self, "_tasks", None) is None:
+            self._tasks = self.tasks()
+        return self._tasks
 
     def run_task(self, task: Task) -> list[Hit]:
         """Explore one subtree; returns its candidates (also passed to ``on_hit`` as found)."""
@@ -175,7 +195,9 @@ class Generator:
         nodes = self.root_nodes()
         kops: list[tuple] = []
         if task.kind == "kernel":
+            self._restrict = (task.child,)
             self._try_kernel_op(nodes, kops, task.op)
+            self._restrict = None
         else:
             self._start_block(nodes, kops, task.op)
         return self.hits
@@ -189,14 +211,13 @@ class Generator:
                 raise Cancelled()
 
     # ----------------------------------------------------------------- oracle
-    def _expr_ok(self, op_type: str, expr: Any) -> bool:
-        if HEAD.get(op_type) and HEAD[op_type] not in self.t.symbols:
-            self.stats.pruned_expr += 1
-            return False
-        ok = self._expr_cache.get(expr)
+    def _expr_ok(self, expr: Any) -> bool:
+        # The degree test is exact-negative and costs microseconds; the oracle memoizes, and
+        # answers at once for symbols or inputs the target lacks; z3 decides the rest.
+        ok = self._expr_memo.get(expr)
         if ok is None:
-            ok = self.t.oracle.check(expr)
-            self._expr_cache[expr] = ok
+            ok = may_be_subexpression(expr, self.t.output_exprs) and self.t.oracle.check(expr)
+            self._expr_memo[expr] = ok
         if not ok:
             self.stats.pruned_expr += 1
         return ok
@@ -211,18 +232,35 @@ class Generator:
     def _kernel_state(self, nodes: list[Node], ops: list[tuple]) -> None:
         self.stats.states += 1
         self._poll()
-        if ops:
-            leaves = self._leaves(nodes, ops)
-            if len(leaves) == len(self.t.output_dims):
-                self.stats.fingerprint_tests += 1
-                perm = self.t.match([nodes[i] for i in leaves])
-                if perm is not None:
-                    hit = Hit(list(ops), perm, tuple(leaves))
-                    self.stats.candidates += 1
-                    self.hits.append(hit)
-                    self.on_hit(hit)
-                    return
-        if len(self.t.input_dims) + len(ops) >= self.cfg.max_kernel_ops:
+        restrict, self._restrict = self._restrict, None
+        if restrict is not None and restrict[0] is not None:
+            # A split kernel task: its sibling with child=None records this state's match
+            # (and then nothing below it is explored); otherwise explore only this child.
+            if self._verify_state(nodes, ops, record=False):
+                return
+            child = restrict[0]
+            if isinstance(child, BlockRoot):
+                self._start_block(nodes, ops, child)
+            else:
+                self._try_kernel_op(nodes, ops, child)
+            return
+        if restrict is not None:
+            self._verify_state(nodes, ops)
+            return
+        if self._verify_state(nodes, ops):
+            return
+
+        left = self.cfg.max_kernel_ops - len(self.t.input_dims) - len(ops)
+        if left <= 0:
+            return
+        # Can the ops left still bring the unused tensors to the number of outputs? A binary
+        # op merges two into one; a customized op at most max_block_inputs into one.
+        n_leaves = len(self._leaves(nodes, ops))
+        n_out = len(self.t.output_dims)
+        customs_left = sum(1 for op in ops if op[0] == "customized") < self.cfg.max_customized_ops
+        merge = max(1, self.cfg.max_block_inputs - 1) if customs_left else 1
+        if n_leaves - left * merge > n_out or n_out - n_leaves > left:
+            self.stats.pruned_other += 1
             return
         for op in self._kernel_op_choices(nodes, ops):
             self._try_kernel_op(nodes, ops, op)
@@ -230,6 +268,25 @@ class Generator:
         if n_custom < self.cfg.max_customized_ops:
             for root in self._block_roots(nodes, ops):
                 self._start_block(nodes, ops, root)
+
+    def _verify_state(self, nodes: list[Node], ops: list[tuple], record: bool = True) -> bool:
+        """Compare the state's unused tensors with the target's outputs; record a match."""
+        if not ops:
+            return False
+        leaves = self._leaves(nodes, ops)
+        if len(leaves) != len(self.t.output_dims):
+            return False
+        self.stats.fingerprint_tests += 1
+        perm = self.t.match([nodes[i] for i in leaves])
+        if perm is None:
+            return False
+        if not record:
+            return True
+        hit = Hit(list(ops), perm, tuple(leaves))
+        self.stats.candidates += 1
+        self.hits.append(hit)
+        self.on_hit(hit)
+        return True
 
     def _last_key(self, ops: list[tuple] | None) -> tuple | None:
         if not ops:
@@ -254,20 +311,23 @@ class Generator:
                 else:
                     yield (typ, ins, ())
 
-    def _try_kernel_op(self, nodes: list[Node], ops: list[tuple], op: tuple) -> None:
+    def _kernel_node(self, nodes: list[Node], op: tuple) -> Node | None:
+        """The tensor a kernel op would add, or None if shapes or the oracle refuse it."""
         typ, ins, attrs = op
         a = nodes[ins[0]]
         b = nodes[ins[1]] if len(ins) > 1 else None
         dims = _out_dims(typ, a.dims, b.dims if b else None, batch_one=False)
         if dims is None:
             self.stats.pruned_other += 1
-            return
-        expr = E.for_op(typ, [a.expr] + ([b.expr] if b else []), [a.dims] + ([b.dims] if b else []), dict(attrs))
-        if not self._expr_ok(typ, expr):
-            return
-        fp = _fp_op(typ, a.fp, b.fp if b else None, dict(attrs), lead=1)
-        node = Node(dims, fp, expr)
-        if not self._push_kernel(nodes, ops, [node], op):
+            return None
+        expr = for_kernel_op(typ, dict(attrs), [a.expr] + ([b.expr] if b else []), [a.dims] + ([b.dims] if b else []))
+        if not self._expr_ok(expr):
+            return None
+        return Node(dims, _fp_op(typ, a.fp, b.fp if b else None, dict(attrs)), expr)
+
+    def _try_kernel_op(self, nodes: list[Node], ops: list[tuple], op: tuple) -> None:
+        node = self._kernel_node(nodes, op)
+        if node is None or not self._push_kernel(nodes, ops, [node], op):
             return
         self._kernel_state(nodes, ops)
         del nodes[-1]
@@ -372,6 +432,7 @@ class Generator:
             fp = tiles.load_view(src.fp, root.grid, m, f, root.frange)
             bnodes.append(Node(tile, fp, src.expr, after_accum=False, is_input=True))
         self.seen_block: set = set()
+        self.fp_memo: dict = {}
         self._block_state(nodes, kops, root, bnodes, [])
 
     def _block_state(self, nodes: list[Node], kops: list[tuple], root: BlockRoot, bnodes: list[Node],
@@ -387,22 +448,40 @@ class Generator:
         if bops and all(not bnodes[i].is_input and bnodes[i].after_accum for i in leaves) \
                 and len(leaves) <= cfg.max_block_outputs:
             self._close_block(nodes, kops, root, bnodes, bops, leaves)
-        # B2: add one more block op.
-        if len(root.inputs) + len(bops) < cfg.max_block_ops:
+        # B2: add one more block op, if the ops left can still close the graph: each op turns
+        # at most one in-loop leaf into none (a binary op merges two, an accumulator moves one
+        # after the loop), and each binary op merges at most two after-loop leaves into one.
+        left = cfg.max_block_ops - len(root.inputs) - len(bops)
+        pre = sum(1 for i in leaves if not bnodes[i].after_accum)
+        post = len(leaves) - pre
+        need = pre + max(0, post + (1 if pre else 0) - cfg.max_block_outputs)
+        if need > left:
+            self.stats.pruned_other += 1
+            return
+        if left > 0:
             last = order_key(bops[-1][1], bops[-1][0]) if bops else None
-            for op in self._block_op_choices(len(bnodes), last):
+            for op in self._block_op_choices(bnodes, last):
                 self._try_block_op(nodes, kops, root, bnodes, bops, op)
 
-    def _block_op_choices(self, n: int, last: tuple | None) -> Iterator[tuple]:
+    def _block_op_choices(self, bnodes: list[Node], last: tuple | None) -> Iterator[tuple]:
+        """Block ops in canonical order whose operands fit (shapes, loop phase) — checked here,
+        in bulk, because most (op, operands) pairs of a state do not."""
         cfg = self.cfg
+        n = len(bnodes)
+        dims = [b.dims for b in bnodes]
+        phase = [b.after_accum for b in bnodes]
+        skipped = 0
         for typ in cfg.block_ops:
-            if typ in UNARY or typ == "rms_norm":
-                cands: Iterator[tuple[int, ...]] = ((i,) for i in range(n))
-            else:
-                cands = itertools.product(range(n), repeat=2)
+            unary = typ in UNARY or typ == "rms_norm"
+            cands: Iterator[tuple[int, ...]] = ((i,) for i in range(n)) if unary else itertools.product(range(n), repeat=2)
             for ins in cands:
                 if last is not None and order_key(ins, typ) <= last:
                     continue
+                if not unary:
+                    i, j = ins
+                    if phase[i] != phase[j] or _out_dims(typ, dims[i], dims[j], batch_one=True) is None:
+                        skipped += 1
+                        continue
                 if typ == "clamp":
                     for lo, hi in self.t.clamp_bounds:
                         yield (typ, ins, (("hi", hi), ("lo", lo)))
@@ -410,9 +489,10 @@ class Generator:
                     yield (typ, ins, ())
         for acc in cfg.block_accums:
             for i in range(n):
-                if last is not None and order_key((i,), "accum") <= last:
+                if phase[i] or (last is not None and order_key((i,), "accum") <= last):
                     continue
                 yield ("accum", (i,), (("acc", acc),))
+        self.stats.pruned_other += skipped
 
     def _try_block_op(self, nodes: list[Node], kops: list[tuple], root: BlockRoot, bnodes: list[Node],
                       bops: list[tuple], op: tuple) -> None:
@@ -437,22 +517,38 @@ class Generator:
                 dims = a.dims
             else:
                 dims = a.dims[:-1] + (1,)
-            expr = E.for_accum(acc, a.expr, root.frange, w, self.cfg.reduction_dimx)
-            if not self._expr_ok("rms" if acc == "rms" else "accum", expr):
+            expr = for_block_op("forloop_accum", {"acc": acc}, [a.expr], [a.dims], root.frange, self.cfg.reduction_dimx)
+            if not self._expr_ok(expr):
                 return
-            fp = F.accum(acc, a.fp, tiles.LEAD - 1, root.frange, w, self.cfg.reduction_dimx)
-            node = Node(dims, fp, expr, after_accum=True)
+            mkey = (typ, attrs, a.key(), None)
+            hit = self.fp_memo.get(mkey)
+            if hit is None:
+                node = Node(dims, F.accum(acc, a.fp, tiles.LEAD - 1, root.frange, w, self.cfg.reduction_dimx), expr,
+                            after_accum=True)
+                self.fp_memo[mkey] = (node.fp, node.key())
+            else:
+                node = Node(dims, hit[0], expr, after_accum=True, _key=hit[1])
         else:
             dims = _out_dims(typ, a.dims, b.dims if b else None, batch_one=True)
             if dims is None:
                 self.stats.pruned_other += 1
                 return
-            expr = E.for_op(typ, [a.expr] + ([b.expr] if b else []), [a.dims] + ([b.dims] if b else []), ad)
-            if not self._expr_ok(typ, expr):
+            ekey = (typ, attrs, a.expr, b.expr if b else None, a.dims, b.dims if b else None, root.frange)
+            expr = self._block_expr_memo.get(ekey)
+            if expr is None:
+                expr = for_block_op(typ, ad, [a.expr] + ([b.expr] if b else []), [a.dims] + ([b.dims] if b else []),
+                                    root.frange, self.cfg.reduction_dimx)
+                self._block_expr_memo[ekey] = expr
+            if not self._expr_ok(expr):
                 return
-            lead = tiles.LEAD_POST if a.after_accum else tiles.LEAD
-            fp = _fp_op(typ, a.fp, b.fp if b else None, ad, lead=lead)
-            node = Node(dims, fp, expr, after_accum=a.after_accum)
+            # The same op on the same tiles recurs across branches of one root: compute it once.
+            mkey = (typ, attrs, a.key(), b.key() if b else None)
+            hit = self.fp_memo.get(mkey)
+            if hit is None:
+                node = Node(dims, _fp_op(typ, a.fp, b.fp if b else None, ad), expr, after_accum=a.after_accum)
+                self.fp_memo[mkey] = (node.fp, node.key())
+            else:
+                node = Node(dims, hit[0], expr, after_accum=a.after_accum, _key=hit[1])
         if self._smem(bnodes, bops, node, typ, ad) > self.cfg.smem_limit:
             self.stats.pruned_other += 1
             return
@@ -515,9 +611,9 @@ class Generator:
                                               ("outputs", tuple(leaves))))
             if not self._push_kernel(nodes, kops, new, op):
                 continue
-            saved_seen = self.seen_block
+            saved = self.seen_block, self.fp_memo
             self._kernel_state(nodes, kops)
-            self.seen_block = saved_seen
+            self.seen_block, self.fp_memo = saved
             del nodes[len(nodes) - len(new):]
             kops.pop()
 
@@ -553,7 +649,7 @@ def _out_dims(typ: str, a: tuple, b: tuple | None, batch_one: bool) -> tuple[int
     return tuple(out)
 
 
-def _fp_op(typ: str, a: np.ndarray, b: np.ndarray | None, attrs: dict, lead: int) -> np.ndarray:
+def _fp_op(typ: str, a: np.ndarray, b: np.ndarray | None, attrs: dict) -> np.ndarray:
     if typ == "matmul":
         return tiles.matmul(a, b)
     if typ == "rms_norm":

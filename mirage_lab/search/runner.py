@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import queue as queue_mod
+import sys
 import tempfile
 import threading
 import time
@@ -75,15 +76,12 @@ def _confirm(gen: Any, hit: Any) -> tuple[str, dict] | None:
     return g.to_json(), {"kernels": cost.kernels, "bytes": cost.bytes, "hash": g.content_hash()}
 
 
-def run_task(graph_json: str, cfg: SearchConfig, task_index: int, channel: Any = None,
-             cancel_path: str | None = None) -> dict[str, Any]:
-    """Explore one task (runs in a worker). Returns its candidates (JSON) and stats."""
+def run_tasks(graph_json: str, cfg: SearchConfig, task_indices: list[int], channel: Any = None,
+              cancel_path: str | None = None) -> list[dict[str, Any]]:
+    """Explore some tasks, one after another (runs in a worker). One result dict per task run."""
     gen = _generator_for(graph_json, cfg)
     from .events import SearchStats
     from .generator import Cancelled
-
-    gen.stats = SearchStats()
-    found: list[tuple[str, dict]] = []
 
     def put(msg: tuple) -> None:
         if channel is not None:
@@ -92,27 +90,40 @@ def run_task(graph_json: str, cfg: SearchConfig, task_index: int, channel: Any =
             except Exception:  # a closed channel (caller gone) must not kill the worker
                 pass
 
-    def on_hit(hit: Any) -> None:
-        c = _confirm(gen, hit)
-        if c is None:
-            gen.stats.candidates -= 1  # a one-test collision the confirmation rejected
-            return
-        found.append(c)
-        put(("hit", task_index, c[0], c[1], gen.stats.as_dict()))
+    stop = (lambda: os.path.exists(cancel_path)) if cancel_path else (lambda: False)
+    tasks = gen.all_tasks()
+    results = []
+    for ti in task_indices:
+        if stop():
+            break
+        gen.stats = SearchStats()
+        found: list[tuple[str, dict]] = []
 
-    gen.on_hit = on_hit
-    gen.on_progress = lambda s: put(("progress", task_index, s.as_dict()))
-    gen.should_stop = (lambda: os.path.exists(cancel_path)) if cancel_path else (lambda: False)
-    task = gen.tasks()[task_index]
-    t0 = time.monotonic()
-    cancelled = False
-    try:
-        gen.run_task(task)
-    except Cancelled:
-        cancelled = True
-    stats = gen.stats.as_dict()
-    stats["elapsed"] = time.monotonic() - t0
-    return {"task": task_index, "candidates": found, "stats": stats, "cancelled": cancelled}
+        def on_hit(hit: Any, ti: int = ti, found: list = found) -> None:
+            c = _confirm(gen, hit)
+            if c is None:
+                gen.stats.candidates -= 1  # a one-test collision the confirmation rejected
+                return
+            found.append(c)
+            put(("hit", ti, c[0], c[1], gen.stats.as_dict()))
+
+        gen.on_hit = on_hit
+        gen.on_progress = lambda s, ti=ti: put(("progress", ti, s.as_dict()))
+        gen.should_stop = stop
+        t0 = time.monotonic()
+        cancelled = False
+        try:
+            gen.run_task(tasks[ti])
+        except Cancelled:
+            cancelled = True
+        stats = gen.stats.as_dict()
+        stats["elapsed"] = time.monotonic() - t0
+        res = {"task": ti, "candidates": found, "stats": stats, "cancelled": cancelled}
+        results.append(res)
+        put(("done", ti, res))
+        if cancelled:
+            break
+    return results
 
 
 # --------------------------------------------------------------------------- checkpoint
@@ -209,7 +220,7 @@ class _Inline:
                 if fut.cancelled():
                     continue
                 try:
-                    fut.set(run_task(*args))
+                    fut.set(run_tasks(*args))
                 except BaseException as e:  # surfaced to the caller as an error event
                     fut.set_error(e)
 
@@ -261,7 +272,9 @@ class _Pool:
         import multiprocessing as mp
 
         self._own = executor is None
-        ctx = mp.get_context("spawn")
+        # fork works from notebooks and from scripts without a __main__ guard (spawn and
+        # forkserver re-import the caller's script); workers build their own z3 contexts.
+        ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
         self.executor = executor or ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
         self._manager = ctx.Manager()
 
@@ -269,7 +282,7 @@ class _Pool:
         return self._manager.Queue()
 
     def submit_all(self, calls: list[tuple]) -> list[Any]:
-        return [self.executor.submit(run_task, *args) for args in calls]
+        return [self.executor.submit(run_tasks, *args) for args in calls]
 
     def shutdown(self) -> None:
         if self._own:
@@ -292,7 +305,7 @@ class _Dask:
         return Queue(client=self.client)
 
     def submit_all(self, calls: list[tuple]) -> list[Any]:
-        return [self.client.submit(run_task, *args, pure=False) for args in calls]
+        return [self.client.submit(run_tasks, *args, pure=False) for args in calls]
 
     def shutdown(self) -> None:
         if self._own:
@@ -386,7 +399,7 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
     stats = SearchStats()
     try:
         gen = Generator(Target(graph, cfg), cfg)
-        tasks = gen.tasks()
+        tasks = gen.all_tasks()
     except MirageLabError as e:
         yield SearchError(str(e), stats)
         return
@@ -418,66 +431,89 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
         stats.subtrees_done = resumed
     todo = [t.index for t in tasks if cp is None or t.index not in cp.done]
     ex = _make_executor(executor, workers)
+    n_workers = workers or os.cpu_count() or 1
+    # Chunks amortise per-future overhead; enough of them keep every worker busy to the end.
+    size = max(1, min(64, len(todo) // max(1, n_workers * 8)))
+    chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
     channel = ex.make_channel()
     cancel_dir = tempfile.mkdtemp(prefix="mirage_lab_cancel_")
     cancel_path = os.path.join(cancel_dir, "cancel")
-    futs = ex.submit_all([(graph_json, cfg, i, channel, cancel_path) for i in todo])
+    futs = ex.submit_all([(graph_json, cfg, ch, channel, cancel_path) for ch in chunks])
     live: dict[int, dict] = {}        # task -> latest stats of a running task
+    processed: set[int] = set()
     base = _copy(stats)
-    pending = dict(zip(todo, futs))
+    pending = list(futs)
     last_emit = 0.0
     cancelled = False
+    cancel_at = 0.0
+
+    def finish_task(res: dict) -> Iterator[Any]:
+        ti = res["task"]
+        if ti in processed:
+            return
+        processed.add(ti)
+        live.pop(ti, None)
+        for gjson, info in res["candidates"]:
+            if cp is not None and info.get("hash") not in found:
+                cp.add_candidate(ti, gjson, info)
+            ev = emit_candidate(gjson, info)
+            if ev:
+                yield ev
+        st = SearchStats(**{k: v for k, v in res["stats"].items() if k in SearchStats.__dataclass_fields__})
+        st.candidates = 0
+        st.subtrees_done = 0 if res["cancelled"] else 1
+        base.add(st)
+        if not res["cancelled"] and cp is not None:
+            cp.mark_done(ti, res["stats"])
+
     try:
         while pending:
             if cancel.is_set() and not cancelled:
                 cancelled = True
+                cancel_at = time.monotonic()
                 Path(cancel_path).touch()
-                for f in pending.values():
+                for f in pending:
                     f.cancel()
             for msg in _drain(channel):
                 if msg[0] == "progress":
-                    live[msg[1]] = msg[2]
+                    if msg[1] not in processed:
+                        live[msg[1]] = msg[2]
                 elif msg[0] == "hit":
                     live[msg[1]] = msg[4]
-                    if cp is not None:
+                    if cp is not None and msg[3].get("hash") not in found:
                         cp.add_candidate(msg[1], msg[2], msg[3])
                     ev = emit_candidate(msg[2], msg[3])
                     if ev:
                         yield ev
-            for ti in [ti for ti, f in pending.items() if f.done() or (cancelled and _is_cancelled(f))]:
-                f = pending.pop(ti)
-                live.pop(ti, None)
+                elif msg[0] == "done":
+                    yield from finish_task(msg[2])
+            still = []
+            for f in pending:
                 if _is_cancelled(f):
                     continue
-                try:
-                    res = f.result()
-                except Exception as e:  # a worker crash: report, keep going with other tasks
-                    yield SearchError(f"task {ti} failed: {type(e).__name__}: {e}", _copy(stats))
+                if not f.done():
+                    still.append(f)
                     continue
-                for gjson, info in res["candidates"]:
-                    if cp is not None and info.get("hash") not in found:
-                        cp.add_candidate(ti, gjson, info)
-                    ev = emit_candidate(gjson, info)
-                    if ev:
-                        yield ev
-                st = SearchStats(**{k: v for k, v in res["stats"].items() if k in SearchStats.__dataclass_fields__})
-                st.candidates = 0
-                st.subtrees_done = 1
-                base.add(st)
-                if not res["cancelled"] and cp is not None:
-                    cp.mark_done(ti, res["stats"])
+                try:
+                    results = f.result()
+                except Exception as e:  # a worker crash: report it, keep the other tasks going
+                    yield SearchError(f"a search worker failed: {type(e).__name__}: {e}", _copy(stats))
+                    continue
+                for res in results:
+                    yield from finish_task(res)
+            pending = still
             now = time.monotonic()
             if now - last_emit >= progress_interval:
                 last_emit = now
                 yield Progress(_merged(base, live, stats, t0))
-            if cancelled and (now - _cancel_time(cancel_path)) > 1.5:
+            if cancelled and now - cancel_at > 1.0:
                 break  # workers that ignore the flag (remote Dask) are left to finish on their own
             time.sleep(0.02)
     finally:
         if pending and not cancelled:
             Path(cancel_path).touch()  # the caller stopped iterating: stop the workers too
         ex.shutdown()
-    final = _merged(base, live, stats, t0)
+    final = _merged(base, {} if not cancelled else live, stats, t0)
     yield Finished(final, list(candidates), cancelled=cancelled, resumed_subtrees=resumed)
 
 
@@ -486,13 +522,6 @@ def _is_cancelled(f: Any) -> bool:
         return bool(f.cancelled())
     except Exception:
         return False
-
-
-def _cancel_time(path: str) -> float:
-    try:
-        return time.monotonic() - (time.time() - os.path.getmtime(path))
-    except OSError:
-        return time.monotonic()
 
 
 def _copy(s: SearchStats) -> SearchStats:
