@@ -41,10 +41,23 @@ from mirage_lab.runtime import profile as prof  # noqa: E402
 OPTION_SETS = {
     "default": [CodegenOptions()],
     "sweep": [CodegenOptions(), CodegenOptions(max_stream_acc=64), CodegenOptions(pipeline_words=32)],
+    "final": [CodegenOptions(), CodegenOptions(max_stream_acc=64)],
     "wide": [CodegenOptions(pipeline_words=0), CodegenOptions(pipeline_words=32),
              CodegenOptions(pipeline_words=0, max_registers=128), CodegenOptions(pipeline_words=32, max_registers=168),
              CodegenOptions(pipeline_words=0, max_stream_acc=64)],
 }
+
+
+def with_block_dim(g: mi.KernelGraph, threads: int) -> mi.KernelGraph:
+    """The same μGraph with ``threads`` threads per block in every customized op (a μGraph attribute)."""
+    from mirage_lab.ir.serialize import from_dict, to_dict
+
+    d = to_dict(g)
+    for op in d["kernel_graph"]["ops"]:
+        if "block_graph" in op:
+            op["block_graph"]["block_dim"] = [threads, 1, 1]
+            op["block_graph"].pop("thread_graph", None)
+    return from_dict(d)
 
 
 def _randn(scales: list[float]) -> Callable[[mi.KernelGraph, torch.Generator], list[torch.Tensor]]:
@@ -65,24 +78,34 @@ class Program:
 
 def programs() -> dict[str, Program]:
     """The benchmarked programs and their default candidate μGraphs (grid / for-loop variants)."""
-    rl = lambda b, h, o, vs: [rms_norm_linear_fused(b, h, o, grid=g, forloop_range=f) for g, f in vs]  # noqa: E731
-    gq = lambda b, q, d, n, vs: [gqa_flashdecoding(b, q, d, n, kv_splits=s, q_blocks=qb, forloop_range=f)  # noqa: E731
-                                 for s, qb, f in vs]
+    def rl(b, h, o, vs):  # (grid, forloop_range[, threads])
+        return [with_block_dim(rms_norm_linear_fused(b, h, o, grid=v[0], forloop_range=v[1]), v[2]) if len(v) > 2
+                else rms_norm_linear_fused(b, h, o, grid=v[0], forloop_range=v[1]) for v in vs]
+
+    def gq(b, q, d, n, vs):  # (kv_splits, q_blocks, forloop_range[, threads])
+        return [with_block_dim(gqa_flashdecoding(b, q, d, n, kv_splits=v[0], q_blocks=v[1], forloop_range=v[2]), v[3])
+                if len(v) > 3 else gqa_flashdecoding(b, q, d, n, kv_splits=v[0], q_blocks=v[1], forloop_range=v[2])
+                for v in vs]
+
+    def mlp(vs):
+        return [with_block_dim(gated_mlp_fused(8, 4096, 4096, grid=v[0], forloop_range=v[1]), v[2]) if len(v) > 2
+                else gated_mlp_fused(8, 4096, 4096, grid=v[0], forloop_range=v[1]) for v in vs]
+
     return {p.name: p for p in [
         Program("rmsnorm_linear_16x4096x4096", lambda: rms_norm_linear_program(16, 4096, 4096),
-                lambda: rl(16, 4096, 4096, [(128, 16), (256, 16), (128, 8), (64, 16)]),
+                lambda: rl(16, 4096, 4096, [(128, 16), (256, 16), (128, 16, 256), (256, 16, 256), (128, 8, 256)]),
                 _randn([1.0, 1 / 64]), target_us=12.5),
         Program("rmsnorm_linear_2x4096x6144", lambda: rms_norm_linear_program(2, 4096, 6144),
-                lambda: rl(2, 4096, 6144, [(192, 8), (384, 8), (192, 16)]),
+                lambda: rl(2, 4096, 6144, [(192, 16), (192, 8), (384, 8), (192, 16, 256), (96, 16, 256)]),
                 _randn([1.0, 1 / 64])),
         Program("gqa_decode_64x1x128x4096", lambda: gqa_program(64, 1, 128, 4096),
-                lambda: gq(64, 1, 128, 4096, [(16, 1, 2), (8, 1, 8), (16, 1, 4), (8, 1, 4)]),
+                lambda: gq(64, 1, 128, 4096, [(8, 1, 4), (16, 1, 2), (8, 1, 8), (8, 1, 4, 256), (8, 1, 2, 256), (16, 1, 2, 256)]),
                 _randn([1 / 128 ** 0.5, 0.5, 1.0]), target_us=49.0),
         Program("gqa_2x256x64x4096", lambda: gqa_program(2, 256, 64, 4096),
                 lambda: gq(2, 256, 64, 4096, [(8, 16, 4)]),
                 _randn([1 / 8, 0.5, 1.0])),
         Program("gated_mlp_8x4096x4096", lambda: gated_mlp_program(8, 4096, 4096),
-                lambda: [gated_mlp_fused(8, 4096, 4096, grid=g, forloop_range=f) for g, f in [(256, 16), (256, 8), (128, 16)]],
+                lambda: mlp([(256, 16), (128, 16), (128, 16, 256), (256, 16, 256), (256, 8, 256)]),
                 _randn([1.0, 1 / 64, 1 / 64])),
     ]}
 
@@ -117,13 +140,14 @@ def run_program(p: Program, extra: list[mi.KernelGraph], repeats: int, compile_b
         bgs = [op.block_graph for op in c.graph.customized_ops]
         row["candidates"].append({
             "grids": [list(b.grid_dim) for b in bgs], "franges": [b.forloop_range for b in bgs],
-            "options": c.options.tag(), "rel_err": c.rel_err, "error": c.error, "hash": c.graph.content_hash()[:12],
+            "threads": [b.block_dim[0] for b in bgs], "options": c.options.tag(), "rel_err": c.rel_err, "error": c.error, "hash": c.graph.content_hash()[:12],
             "timings": {k: v.as_dict() for k, v in c.timings.items()},
             "resources": c.kernel.resource_report() if c.kernel is not None and c.error is None else None,
         })
         if c.error:
             log(f"[{p.name}] candidate grids={[b.grid_dim for b in bgs]} franges={[b.forloop_range for b in bgs]} "
                 f"{c.options.tag()}: {c.error}")
+    row["_best_graph"] = sel.best.graph if sel.best is not None else None
     if sel.best is not None:
         b = sel.best
         row["best"] = sel.candidates.index(b)
@@ -151,7 +175,7 @@ def table(rows: list[dict], device: str) -> str:
         cfg = ""
         if "best" in r:
             c = r["candidates"][r["best"]]
-            cfg = f"grids {c['grids']}, franges {c['franges']}, {c['options']}"
+            cfg = f"grids {c['grids']}, franges {c['franges']}, threads {c.get('threads')}, {c['options']}"
         ratio = lambda a, c: "—" if not a or not c else f"{a / c:.2f}"  # noqa: E731
         lines.append(
             f"| {r['program']} | {fmt_us(r['floor_us'])} | {fmt_us(r.get('floor_measured_us'))} | {fmt_us(g('torch_eager'))} | {fmt_us(g('torch_cuda_graph'))} "
@@ -172,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-compile-baseline", action="store_true", help="skip torch.compile")
     ap.add_argument("--options", default="default", choices=sorted(OPTION_SETS),
                     help="lowering variants to measure per candidate")
+    ap.add_argument("--export", default="", help="comma-separated programs whose best μGraph is exported to --out")
     ap.add_argument("--first", type=int, default=0, help="only the first N default candidates per program")
     ap.add_argument("--mode", default="bench", choices=["bench", "precompile", "run"],
                     help="precompile: fill the kernel cache only; run: launch each candidate twice, no timing "
@@ -237,8 +262,12 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:
             log(f"[{n}] failed:\n{traceback.format_exc()}")
             continue
+        best_graph = rows[-1].pop("_best_graph")
         log(f"[{n}] done in {time.perf_counter() - t1:.0f} s: best {fmt_us(rows[-1].get('best_us'))} µs, "
             f"floor {fmt_us(rows[-1]['floor_us'])} µs")
+        if n in args.export.split(",") and best_graph is not None:
+            path = mi.runtime.export(best_graph, out / f"{n}.py", latency_us=rows[-1]["best_us"], device=device)
+            log(f"[{n}] exported the best μGraph to {path}")
         (out / "gpu_bench.json").write_text(json.dumps({"device": device, "copy_tbps": copy_tbps, "rows": rows},
                                                        indent=1, default=str))
     md = table(rows, f"{device} (copy {copy_tbps:.2f} TB/s)")
