@@ -41,7 +41,7 @@ from mirage_lab.runtime import profile as prof  # noqa: E402
 OPTION_SETS = {
     "default": [CodegenOptions()],
     "sweep": [CodegenOptions(), CodegenOptions(max_stream_acc=64), CodegenOptions(pipeline_words=32)],
-    "final": [CodegenOptions(), CodegenOptions(max_stream_acc=64)],
+    "final": [CodegenOptions(), CodegenOptions(max_stream_acc=64), CodegenOptions(phase_words=64)],
     "wide": [CodegenOptions(pipeline_words=0), CodegenOptions(pipeline_words=32),
              CodegenOptions(pipeline_words=0, max_registers=128), CodegenOptions(pipeline_words=32, max_registers=168),
              CodegenOptions(pipeline_words=0, max_stream_acc=64)],
@@ -99,7 +99,8 @@ def programs() -> dict[str, Program]:
                 lambda: rl(2, 4096, 6144, [(192, 16), (192, 8), (384, 8), (192, 16, 256), (96, 16, 256)]),
                 _randn([1.0, 1 / 64])),
         Program("gqa_decode_64x1x128x4096", lambda: gqa_program(64, 1, 128, 4096),
-                lambda: gq(64, 1, 128, 4096, [(8, 1, 4), (16, 1, 2), (8, 1, 8), (8, 1, 4, 256), (8, 1, 2, 256), (16, 1, 2, 256)]),
+                lambda: gq(64, 1, 128, 4096, [(8, 1, 4), (16, 1, 2), (8, 1, 8), (4, 1, 8), (4, 1, 4), (8, 1, 4, 256),
+                                              (16, 1, 2, 256)]),
                 _randn([1 / 128 ** 0.5, 0.5, 1.0]), target_us=49.0),
         Program("gqa_2x256x64x4096", lambda: gqa_program(2, 256, 64, 4096),
                 lambda: gq(2, 256, 64, 4096, [(8, 16, 4)]),

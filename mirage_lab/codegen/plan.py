@@ -32,7 +32,6 @@ SMEM_LIMIT_FLOATS = 48 * 1024 // 4  # numba declares shared arrays statically: 4
 MAX_REG_ELEMS = 16                  # per-thread accumulator elements kept in scalar registers
 MAX_STREAM_ACC = 64                 # M * vw partial sums per thread for a streamed matmul
 MAX_STREAM_RED_FLOATS = 4096        # per-iteration cross-thread reduction buffer (16 KB)
-PHASE_WORDS = 32                    # 32-bit words a streamed operand keeps in flight per phase
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,8 @@ class CodegenOptions:
     ``pipeline_words``: 32-bit words per thread that streamed operands may double-buffer
     across iterations (0 disables the cross-iteration prefetch). ``max_registers``: a cap
     passed to ptxas (``None``: its own choice). ``max_stream_acc``: partial sums per thread a
-    streamed matmul may keep (``M * vw``).
+    streamed matmul may keep (``M * vw``). ``phase_words``: words of a streamed tile each
+    thread issues at once (all of them when the tile fits).
 
     >>> CodegenOptions(pipeline_words=32).tag()
     'pw32-regNone-acc128'
@@ -51,9 +51,11 @@ class CodegenOptions:
     pipeline_words: int = 0      # measured on an H100: no gain, more registers (benchmarks/RESULTS.md)
     max_registers: int | None = None
     max_stream_acc: int = 128
+    phase_words: int = 32        # words of a streamed tile issued together (the rest follow mid-stage)
 
     def tag(self) -> str:
-        return f"pw{self.pipeline_words}-reg{self.max_registers}-acc{self.max_stream_acc}"
+        t = f"pw{self.pipeline_words}-reg{self.max_registers}-acc{self.max_stream_acc}"
+        return t if self.phase_words == 32 else f"{t}-ph{self.phase_words}"
 
 
 DEFAULT_OPTIONS = CodegenOptions()
@@ -206,7 +208,7 @@ class KernelPlan:
         G = max(d for d in range(1, self.T // NC + 1) if K % d == 0)
         words = vw // 2
         return Stream(ch, op, ld, M, K, N, vw, NC, G, K // G, persistent,
-                      phase_rows=max(1, PHASE_WORDS // words))
+                      phase_rows=max(1, self.options.phase_words // words))
 
     # ------------------------------------------------------------------ buffers
     def buf(self, name: str, numel: int, region: str) -> Buf:
