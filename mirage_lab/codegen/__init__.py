@@ -9,7 +9,7 @@ exporter writes it with a standalone header.
     >>> import mirage_lab as mi
     >>> from mirage_lab.examples import rms_norm_linear_fused
     >>> mod = generate_module(rms_norm_linear_fused(4, 256, 256, grid=8, forloop_range=4))
-    >>> "def run(inputs):" in mod.source and "@cuda.jit" in mod.source
+    >>> "def run(inputs, poison=False):" in mod.source and "@cuda.jit" in mod.source
     True
 """
 from __future__ import annotations
