@@ -148,7 +148,7 @@ def run_program(p: Program, extra: list[mi.KernelGraph], repeats: int, compile_b
         if c.error:
             log(f"[{p.name}] candidate grids={[b.grid_dim for b in bgs]} franges={[b.forloop_range for b in bgs]} "
                 f"{c.options.tag()}: {c.error}")
-    row["_best_graph"] = sel.best.graph if sel.best is not None else None
+    row["_best_graph"] = sel.best.kernel if sel.best is not None else None
     if sel.best is not None:
         b = sel.best
         row["best"] = sel.candidates.index(b)

@@ -14,7 +14,7 @@ import datetime
 import os
 from pathlib import Path
 
-from ..codegen import generate_module
+from ..codegen import CodegenOptions, generate_module
 from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from .kernel import CompiledKernel
@@ -33,14 +33,16 @@ def forward(*inputs):
 
 
 def export(graph_or_kernel: KernelGraph | CompiledKernel, path: str | os.PathLike, latency_us: float | None = None,
-           *, device: str | None = None) -> Path:
+           *, device: str | None = None, options: CodegenOptions | None = None) -> Path:
     """Write ``graph_or_kernel`` as a standalone module at ``path``; returns the path.
 
     ``latency_us``: a measured latency to record in the docstring (say how it was measured
-    with ``device``); ``None`` records that none was measured.
+    with ``device``); ``None`` records that none was measured. A compiled kernel is exported
+    with the codegen options it was compiled with (the kernels that were measured).
     """
     if isinstance(graph_or_kernel, CompiledKernel):
         graph = graph_or_kernel.graph
+        options = options or graph_or_kernel.options
     elif isinstance(graph_or_kernel, KernelGraph):
         graph = graph_or_kernel
     else:
@@ -62,7 +64,7 @@ def export(graph_or_kernel: KernelGraph | CompiledKernel, path: str | os.PathLik
         "",
         f"μGraph content hash: {graph.content_hash()}",
     ])
-    gen = generate_module(graph, standalone=True, docstring=doc)
+    gen = generate_module(graph, standalone=True, docstring=doc, options=options or CodegenOptions())
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(gen.source + _FORWARD)
