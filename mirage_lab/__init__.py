@@ -14,6 +14,7 @@ from .ir.serialize import MIME_TYPE, from_json, load, save
 from .viz import draw
 from . import expr, verify  # noqa: E402  (subpackages: mi.verify.equivalent, mi.expr.abstract)
 from . import runtime  # noqa: E402  (mi.runtime.compile, mi.runtime.export; numba loads only with a kernel)
+from . import lab  # noqa: E402  (mi.lab.explore: the search widget; ipywidgets load on first use)
 
 __version__ = "0.1.0"
 
