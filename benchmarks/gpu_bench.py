@@ -42,6 +42,8 @@ OPTION_SETS = {
     "default": [CodegenOptions()],
     "sweep": [CodegenOptions(), CodegenOptions(max_stream_acc=64), CodegenOptions(pipeline_words=32)],
     "final": [CodegenOptions(), CodegenOptions(max_stream_acc=64), CodegenOptions(phase_words=64)],
+    # tensor-core streamed matmuls, without and with the next iteration's B tile prefetched into registers
+    "mma": [CodegenOptions(mma=True), CodegenOptions(mma=True, pipeline_words=64)],
     "wide": [CodegenOptions(pipeline_words=0), CodegenOptions(pipeline_words=32),
              CodegenOptions(pipeline_words=0, max_registers=128), CodegenOptions(pipeline_words=32, max_registers=168),
              CodegenOptions(pipeline_words=0, max_stream_acc=64)],
@@ -74,6 +76,7 @@ class Program:
     candidates: Callable[[], list[mi.KernelGraph]]
     inputs: Callable[[mi.KernelGraph, torch.Generator], list[torch.Tensor]]
     target_us: float | None = None
+    fma_best: Callable[[], tuple[mi.KernelGraph, CodegenOptions]] | None = None  # fastest FMA-path config measured
 
 
 def programs() -> dict[str, Program]:
@@ -94,10 +97,12 @@ def programs() -> dict[str, Program]:
     return {p.name: p for p in [
         Program("rmsnorm_linear_16x4096x4096", lambda: rms_norm_linear_program(16, 4096, 4096),
                 lambda: rl(16, 4096, 4096, [(128, 16), (256, 16), (128, 16, 256), (256, 16, 256), (128, 8, 256)]),
-                _randn([1.0, 1 / 64]), target_us=12.5),
+                _randn([1.0, 1 / 64]), target_us=12.5,
+                fma_best=lambda: (rl(16, 4096, 4096, [(128, 16, 256)])[0], CodegenOptions(max_stream_acc=64))),
         Program("rmsnorm_linear_2x4096x6144", lambda: rms_norm_linear_program(2, 4096, 6144),
                 lambda: rl(2, 4096, 6144, [(192, 16), (192, 8), (384, 8), (192, 16, 256), (96, 16, 256)]),
-                _randn([1.0, 1 / 64])),
+                _randn([1.0, 1 / 64]),
+                fma_best=lambda: (rl(2, 4096, 6144, [(192, 8)])[0], CodegenOptions(phase_words=64))),
         Program("gqa_decode_64x1x128x4096", lambda: gqa_program(64, 1, 128, 4096),
                 lambda: gq(64, 1, 128, 4096, [(8, 1, 4), (16, 1, 2), (8, 1, 8), (4, 1, 8), (4, 1, 4), (8, 1, 4, 256),
                                               (16, 1, 2, 256)]),
@@ -107,7 +112,8 @@ def programs() -> dict[str, Program]:
                 _randn([1 / 8, 0.5, 1.0])),
         Program("gated_mlp_8x4096x4096", lambda: gated_mlp_program(8, 4096, 4096),
                 lambda: mlp([(256, 16), (128, 16), (128, 16, 256), (256, 16, 256), (256, 8, 256)]),
-                _randn([1.0, 1 / 64, 1 / 64])),
+                _randn([1.0, 1 / 64, 1 / 64]),
+                fma_best=lambda: (mlp([(256, 16)])[0], CodegenOptions())),
     ]}
 
 
@@ -115,10 +121,10 @@ def fmt_us(x: float | None) -> str:
     return "—" if x is None or x != x or x == float("inf") else f"{x:.1f}"
 
 
-def run_program(p: Program, extra: list[mi.KernelGraph], repeats: int, compile_baseline: bool, log,
+def run_program(p: Program, extra: list, repeats: int, compile_baseline: bool, log,
                 copy_tbps: float, options: list[CodegenOptions]) -> dict:
     prog = p.program()
-    cands = p.candidates() + extra
+    cands = p.candidates() + extra  # extra: μGraphs (under every option set) or (μGraph, options) pairs
     gen = torch.Generator(device="cuda").manual_seed(0)
     xs = p.inputs(prog, gen)
     row: dict = {"program": p.name, "floor_us": prof.floor_us(prog), "target_us": p.target_us,
@@ -199,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="lowering variants to measure per candidate")
     ap.add_argument("--export", default="", help="comma-separated programs whose best μGraph is exported to --out")
     ap.add_argument("--first", type=int, default=0, help="only the first N default candidates per program")
+    ap.add_argument("--with-fma-best", action="store_true",
+                    help="also measure each program's fastest FMA-path configuration (its μGraph and options) "
+                         "from benchmarks/RESULTS.md, as a same-run reference for --options mma")
     ap.add_argument("--mode", default="bench", choices=["bench", "precompile", "run"],
                     help="precompile: fill the kernel cache only; run: launch each candidate twice, no timing "
                          "(for an external profiler such as ncu)")
@@ -226,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
         n, path = spec.split("=", 1)
         loaded = mi.load(path)
         extra.setdefault(n, []).extend(loaded if isinstance(loaded, list) else [loaded])
+    if args.with_fma_best:
+        for n in names:
+            if progs[n].fma_best is not None:
+                extra.setdefault(n, []).append(progs[n].fma_best())
     device = torch.cuda.get_device_name()
     log(f"gpu_bench {datetime.datetime.now().isoformat(timespec='seconds')} on {device}; torch {torch.__version__}")
     copy_tbps = prof.measure_copy_tbps()
@@ -233,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         f"and this measured value")
     opts = OPTION_SETS[args.options]
     t0 = time.perf_counter()
-    all_graphs = [(g, o) for n in names for g in progs[n].candidates() + extra.get(n, []) for o in opts]
+    all_graphs = [g if isinstance(g, tuple) else (g, o) for n in names
+                  for g in progs[n].candidates() + extra.get(n, []) for o in ((None,) if isinstance(g, tuple) else opts)]
     res = mi.runtime.precompile(all_graphs, workers=args.workers or None)
     bad = [r for r in res if r[2]]
     log(f"precompiled {len(res)} μGraphs in {time.perf_counter() - t0:.0f} s "
@@ -245,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "run":
         for n in names:
             p = progs[n]
-            for g, o in [(g, o) for g in p.candidates() + extra.get(n, []) for o in opts]:
+            for g, o in [g if isinstance(g, tuple) else (g, o) for g in p.candidates() + extra.get(n, [])
+                         for o in ((None,) if isinstance(g, tuple) else opts)]:
                 k = mi.runtime.compile(g, options=o)
                 xs = p.inputs(g, torch.Generator(device="cuda").manual_seed(0))
                 for _ in range(2):

@@ -32,6 +32,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..ir.block_graph import BlockGraph, STensor, TBOp
 
 AXIS_VARS = ("bx", "by", "bz")
+
+
+def _nullblock():
+    from contextlib import nullcontext
+
+    return nullcontext()
 PREFETCH_WORDS = 64  # staged-loader words a thread may hold in registers at the loop top
 
 _UNARY = {
@@ -398,6 +404,11 @@ class _Emitter:
         i = st.loader.index
         unit = self.loader_unit(st.loader)
         rsw = row_strides(st.loader.dims)[-2] // unit
+        if st.mma:
+            self._rsw = getattr(self, "_rsw", {})
+            self._rsw[i] = rsw
+            self.mma_setup(s, st, rsw, unit)
+            return
         s.comment(f"{st.op.outputs[0].name} = matmul: B={st.loader.out.name} streamed into registers; "
                   f"{st.G} k-groups x {st.NC} column chunks of {st.vw}, {st.KR} rows per thread")
         s(f"sg{i} = tid // {st.NC}" if st.NC > 1 else f"sg{i} = tid")
@@ -412,40 +423,59 @@ class _Emitter:
         # a local array indexed only by constants: LLVM keeps it in registers, and numba's SSA
         # pass sees element stores rather than thousands of re-definitions of scalars
         i = st.loader.index
-        s(f"pa{i} = cuda.local.array({st.M * st.vw}, f32)")
+        s(f"pa{i} = cuda.local.array({self.partials(st)}, f32)")
         if st.persistent:
-            self.zero_array(s, f"pa{i}", st.M * st.vw)
+            self.zero_array(s, f"pa{i}", self.partials(st))
+
+    @staticmethod
+    def partials(st: Stream) -> int:
+        """fp32 partial sums per thread: M x vw (FMA), or 4 accumulators of each of vw mma tiles."""
+        return 4 * st.vw if st.mma else st.M * st.vw
 
     @staticmethod
     def zero_array(s: Src, name: str, n: int) -> None:
         for z in range(0, n, 8):
             s("; ".join(f"{name}[{q}] = f32(0.0)" for q in range(z, min(n, z + 8))))
 
+    @staticmethod
+    def stream_units(st: Stream, rows: range) -> list[tuple[str, int]]:
+        """(register suffix, row offset from the thread's first row) of each load of ``rows``.
+
+        FMA layout: one row per unit, G rows apart. mma layout: ``rows`` are k-steps; four
+        rows (4t..4t+3 of the step) per step, steps 16*G rows apart.
+        """
+        if st.mma:
+            return [(f"{j}_{q}", j * 16 * st.G + q) for j in rows for q in range(4)]
+        return [(str(r), r * st.G) for r in rows]
+
     def issue_stream(self, s: Src, st: Stream, rows: range, prefix: str = "b", it: str = "it") -> None:
         i = st.loader.index
         base = add(self.loader_word(st.loader, it), f"sw{i}")
-        for r in rows:
-            s(f"{prefix}{i}_{r} = {self.load_expr(st.loader, add(base, str(r * st.G * self._rsw[i])))}")
+        for u, off in self.stream_units(st, rows):
+            s(f"{prefix}{i}_{u} = {self.load_expr(st.loader, add(base, str(off * self._rsw[i])))}")
 
     def stream_pipelined(self, st: Stream) -> bool:
         """Load iteration it+1's rows during iteration it (streams in order, within the word budget)."""
         if not hasattr(self, "_piped"):
             self._piped, budget = set(), self.options.pipeline_words
             for s in self.p.streams:
-                words = s.KR * max(1, s.vw // 2)
+                words = s.words
                 if self.FR > 1 and words <= budget:
                     self._piped.add(s.op.guid)
                     budget -= words
         return st.op.guid in self._piped
 
     def stream_fma(self, s: Src, st: Stream) -> None:
+        if st.mma:
+            self.stream_mma(s, st)
+            return
         i = st.loader.index
         a = st.op.inputs[0]
         self.stage(s, reads={self.bufname(a)})
         s.comment(f"{st.op.outputs[0].name} partial sums: rows sk + {st.G}*r of B, all {st.M} rows of {a.name}")
         if not st.persistent:
             self.zero_array(s, f"pa{i}", st.M * st.vw)
-        phases = [range(st.KR)] if self.stream_pipelined(st) else st.phases
+        phases = [self.stream_rows(st)] if self.stream_pipelined(st) else st.phases
         for pi, rows in enumerate(phases):
             if pi + 1 < len(phases):
                 self.issue_stream(s, st, phases[pi + 1])
@@ -457,6 +487,165 @@ class _Emitter:
                 for m in range(st.M):
                     s("; ".join(f"pa{i}[{m * st.vw + n}] += a{r}_{m} * w{r}_{n}" for n in range(st.vw)))
 
+    @staticmethod
+    def stream_rows(st: Stream) -> range:
+        """All load rows (FMA) or k-steps (mma) of one iteration."""
+        return range(st.KS if st.mma else st.KR)
+
+    # ------------------------------------------------------------------ tensor-core streamed matmul
+    def mma_setup(self, s: Src, st: Stream, rsw: int, unit: int) -> None:
+        """Lane roles of the mma layout (see :meth:`.plan.KernelPlan._mma_stream`)."""
+        i = st.loader.index
+        cols = 8 * st.vw
+        s.comment(f"{st.op.outputs[0].name} = matmul on tensor cores (mma.m16n8k16, {st.M} of 16 rows used): "
+                  f"B={st.loader.out.name} streamed into registers; {st.NCW} warp(s) x {cols} columns, "
+                  f"{st.G} warp(s) along K, {st.KS} k-steps of 16 rows per warp and iteration")
+        s(f"ml{i} = tid % 32")
+        s(f"mg{i} = ml{i} // 4")
+        s(f"mt{i} = ml{i} % 4")
+        if st.NCW > 1:
+            s(f"mcw{i} = (tid // 32) % {st.NCW}")
+            s(f"mkw{i} = tid // {32 * st.NCW}")
+        else:
+            s(f"mcw{i} = 0")
+            s(f"mkw{i} = tid // 32")
+        # first word of the lane's rows 16*mkw + 4*mt (+q) and columns mcw*8*vw + mg*vw
+        s(f"sw{i} = {add(mul(f'mkw{i}', 16 * rsw), mul(f'mt{i}', 4 * rsw), mul(f'mcw{i}', cols // unit), mul(f'mg{i}', st.vw // unit))}")
+        # the lane's A fragments: word (step*AR + r)*32 + ((lane + 8*step + 4*(r // (AR/2))) & 31)
+        s(f"mfa{i} = {add(str(st.frag_offset), mul(f'mkw{i}', st.AR * 32))}")
+        s(f"mfl{i} = ml{i} + mkw{i} * 8")
+        self.zero_partials(s, st)
+
+    def mma_fragments(self, s: Src, st: Stream) -> None:
+        """A (M x K, any buffer) -> packed 16-bit pairs in mma A-fragment order in ``smi``.
+
+        Pair p of row m holds A[m, 2p], A[m, 2p+1]: k-step p // 8, lane (m % 8) * 4 + (p % 8) // 2,
+        register (m // 8) + (AR/2) * (p % 2), rotated by 8*step + 4*(p % 2) lanes so that a warp
+        writing 32 consecutive pairs and a warp reading one register of one step both hit 32
+        different banks. Rows M..15 (when M < 16) are zeros.
+        """
+        a = st.op.inputs[0]
+        K, AR = st.K, st.AR
+        K2 = K // 2
+        MR = 16 if AR == 4 else 8
+        cv = "f2h" if st.loader.dtype == "float16" else "f2bf"
+        s.comment(f"{a.name} -> mma A fragments ({st.loader.dtype} pairs"
+                  + (f", rows {st.M}..{MR - 1} zero)" if st.M < MR else ")"))
+        self.stage(s, reads={self.bufname(a)}, writes={f"frag{st.frag_offset}"})
+        T = self.T
+        n_items = -(-MR * K2 // T)
+        if n_items <= MAX_REG_ELEMS and MR * K2 % T == 0 and (K2 % T == 0 or (T % K2 == 0 and 8 % (T // K2) == 0)):
+            self.mma_fragments_unrolled(s, st, MR, K2, cv)
+            return
+
+        def body(s: Src, e: str, u: int | None) -> None:
+            x = "" if u is None else f"{u}"
+            m, p, st_, t, l = (f"fm{x}", f"fp{x}", f"fs{x}", f"ft{x}", f"fl{x}")
+            s(f"{m} = {e} // {K2}")
+            s(f"{p} = {e} % {K2}")
+            s(f"{st_} = {p} // 8")
+            s(f"{t} = ({p} % 8) // 2")
+            s(f"{l} = {p} % 2")
+            reg = add(f"{m} // 8" if AR == 4 else "0", mul(l, AR // 2))
+            lane = f"({m} % 8) * 4 + {t} + {st_} * 8 + {l} * 4"
+            idx = add(str(st.frag_offset), f"({st_} * {AR} + {reg}) * 32" if reg != "0" else f"{st_} * {AR * 32}",
+                      f"(({lane}) & 31)")
+            val = (f"pk16({cv}({self.ref(a, add(mul(m, K), mul(p, 2)))}), "
+                   f"{cv}({self.ref(a, add(mul(m, K), mul(p, 2), '1'))}))")
+            if st.M < MR:
+                with s.block(f"if {e} < {st.M * K2}:"):
+                    s(f"smi[{idx}] = {val}")
+                with s.block("else:"):
+                    s(f"smi[{idx}] = 0")
+            else:
+                s(f"smi[{idx}] = {val}")
+
+        self.per_element(s, MR * K2, body)
+
+    def mma_fragments_unrolled(self, s: Src, st: Stream, MR: int, K2: int, cv: str) -> None:
+        """:meth:`mma_fragments` with the per-thread index arithmetic hoisted: item ``u*T + tid``
+        is row ``m_u + tid // K2`` (a constant when K2 % T == 0), pair ``P_u + tid % K2``."""
+        a = st.op.inputs[0]
+        T, K, AR, o = self.T, st.K, st.AR, st.frag_offset
+        R = max(1, T // K2)                    # rows one pass of T threads covers
+        pt = "tid" if R == 1 else f"tid % {K2}"
+        q = pt if R == 1 else f"({pt})"
+        s(f"fx{o} = {q} // 8 * {AR * 32} + {q} % 2 * {AR // 2 * 32}")
+        lane = f"{q} % 8 // 2 + {q} // 8 * 8 + {q} % 2 * 4"
+        if R > 1:
+            s(f"fq{o} = tid // {K2}")
+            s(f"fy{o} = {lane} + fq{o} * 4")
+            s(f"fb{o} = fq{o} * {K} + {q} * 2")
+        else:
+            s(f"fy{o} = {lane}")
+            s(f"fb{o} = tid * 2")
+        for u in range(MR * K2 // T):
+            e0 = u * T
+            m0, p0 = e0 // K2, e0 % K2             # the thread's row is m0 + fq, its pair p0 + pt
+            c1 = o + ((p0 // 8) * AR + m0 // 8) * 32
+            c2 = (m0 % 8) * 4 + p0                 # p0 is a multiple of 32 when R == 1, else 0
+            idx = f"smi[{add(f'fx{o}', str(c1))} + (({add(f'fy{o}', str(c2 % 32))}) & 31)]"
+            base = add(f"fb{o}", str(m0 * K + 2 * p0))
+            val = f"pk16({cv}({self.ref(a, base)}), {cv}({self.ref(a, add(base, '1'))}))"
+            if m0 + R <= st.M:
+                s(f"{idx} = {val}")
+            elif m0 >= st.M:
+                s(f"{idx} = 0")
+            else:
+                with s.block(f"if fq{o} < {st.M - m0}:"):
+                    s(f"{idx} = {val}")
+                with s.block("else:"):
+                    s(f"{idx} = 0")
+
+    def stream_mma(self, s: Src, st: Stream) -> None:
+        i = st.loader.index
+        if st.frag_owner:  # streams with the same A (gated MLP's two weights) share its fragments
+            self.mma_fragments(s, st)
+        self.stage(s, reads={f"frag{st.frag_offset}"})
+        s.comment(f"{st.op.outputs[0].name} partial sums on tensor cores: {st.KS} k-steps x {st.vw} mma.m16n8k16")
+        if not st.persistent:
+            self.zero_array(s, f"pa{i}", self.partials(st))
+        mma = "mma_f16" if st.loader.dtype == "float16" else "mma_bf16"
+        nw = st.vw // 2
+        phases = [self.stream_rows(st)] if self.stream_pipelined(st) else st.phases
+        half = st.AR // 2
+        for pi, steps in enumerate(phases):
+            if pi + 1 < len(phases):
+                self.issue_stream(s, st, phases[pi + 1])
+            for j in steps:
+                fa = [f"fa{i}_{j}_{r}" for r in range(st.AR)]
+                s("; ".join(
+                    f"{fa[r]} = smi[mfa{i} + {(st.G * j * st.AR + r) * 32} + ((mfl{i} + {8 * st.G * j + 4 * (r // half)}) & 31)]"
+                    for r in range(st.AR)))
+                regs = fa if st.AR == 4 else [fa[0], "0", fa[1], "0"]
+                for c in range(st.vw):
+                    w = (lambda q: f"b{i}_{j}_{q}[{c // 2}]") if nw > 1 else (lambda q: f"b{i}_{j}_{q}")
+                    pk = "pkl" if c % 2 == 0 else "pkh"
+                    acc = [f"pa{i}[{4 * c + r}]" for r in range(4)]
+                    s(f"{', '.join(acc)} = {mma}({', '.join(regs)}, {pk}({w(0)}, {w(1)}), {pk}({w(2)}, {w(3)}), "
+                      f"{', '.join(acc)})")
+
+    def mma_write_partials(self, s: Src, st: Stream, rows: range, red: Buf) -> None:
+        """Each warp's accumulators -> ``red[kgroup, m - rows.start, n]`` for the rows in ``rows``.
+
+        Lane (g, t), tile c: accumulators 0, 1 are row g, columns (2t, 2t+1)*vw + c of the warp's
+        8*vw; 2, 3 are row g + 8.
+        """
+        i = st.loader.index
+        MC, N, vw = len(rows), st.N, st.vw
+        m0, mend = rows.start, rows.stop
+        for h in ((0, 1) if st.AR == 4 else (0,)):
+            lo, hi = 8 * h, 8 * h + 8          # rows this half of the accumulators holds
+            if hi <= m0 or lo >= mend:
+                continue
+            row = add(f"mg{i}", str(lo - m0))
+            with s.block(f"if {m0 - lo} <= mg{i} < {mend - lo}:") if (lo < m0 or hi > mend) else _nullblock():
+                for c in range(vw):
+                    for u in range(2):
+                        n = add(mul(f"mcw{i}", 8 * vw), mul(f"mt{i}", 2 * vw), str(u * vw + c))
+                        idx = add(mul(f"mkw{i}", MC * N), mul(f"({row})" if row != f"mg{i}" else row, N), n)
+                        s(f"{self.ref_buf(red, idx)} = pa{i}[{4 * c + 2 * h + u}]")
+
     def stream_reduce(self, s: Src, st: Stream, rows: range, region: str,
                       then: Callable[[Src, str, int | None], None], out_reads: set[str], out_writes: set[str]) -> None:
         """Partial sums of rows ``rows`` -> a reduction buffer -> ``then(src, e)`` with the sum in ``v``."""
@@ -465,11 +654,14 @@ class _Emitter:
         N = st.N
         red = self.p.buf(f"red{i}_{region}", st.G * MC * N, region)
         self.stage(s, writes={red.name})
-        with s.block(f"if sg{i} < {st.G}:"):
-            for mm, m in enumerate(rows):
-                for n in range(st.vw):
-                    idx = add(mul(f"sg{i}", MC * N), mul(f"sc{i}", st.vw), str(mm * N + n))
-                    s(f"{self.ref_buf(red, idx)} = pa{i}[{m * st.vw + n}]")
+        if st.mma:
+            self.mma_write_partials(s, st, rows, red)
+        else:
+            with s.block(f"if sg{i} < {st.G}:"):
+                for mm, m in enumerate(rows):
+                    for n in range(st.vw):
+                        idx = add(mul(f"sg{i}", MC * N), mul(f"sc{i}", st.vw), str(mm * N + n))
+                        s(f"{self.ref_buf(red, idx)} = pa{i}[{m * st.vw + n}]")
         self.stage(s, reads={red.name} | out_reads, writes=out_writes)
 
         def body(s: Src, e: str, i: int | None) -> None:
@@ -778,12 +970,12 @@ class _Emitter:
             with body.block(nxt):
                 for st in piped_streams:
                     body.comment(f"prefetch streamed {st.loader.out.name} rows for iteration it + 1")
-                    self.issue_stream(body, st, range(st.KR), prefix="n", it="(it + 1)")
+                    self.issue_stream(body, st, self.stream_rows(st), prefix="n", it="(it + 1)")
         prefetched = {ld.index: (ld in piped_staged) or self.issue_staged(body, ld) for ld in staged}
         for st in p.streams:
             if st not in piped_streams:
                 rows = st.phases[0]
-                body.comment(f"issue the first {len(rows)} rows of streamed {st.loader.out.name}")
+                body.comment(f"issue the first {len(rows)} {'k-steps' if st.mma else 'rows'} of streamed {st.loader.out.name}")
                 self.issue_stream(body, st, rows)
         for ld in staged:
             self.store_staged(body, ld, prefetched[ld.index])
@@ -795,7 +987,7 @@ class _Emitter:
             self.emit_chain_loop(body, ch)
         for st in piped_streams:
             i = st.loader.index
-            body("; ".join(f"b{i}_{r} = n{i}_{r}" for r in range(st.KR)))
+            body("; ".join(f"b{i}_{u} = n{i}_{u}" for u, _ in self.stream_units(st, self.stream_rows(st))))
         # wrap-around: the next iteration's first stages must not race this one's last ones
         if self.FR > 1 and any(self.sync.conflicts(r, w, o) for r, w, o in self.loop_head):
             body("cuda.syncthreads()")
@@ -831,8 +1023,8 @@ class _Emitter:
         for st in piped_streams:
             i = st.loader.index
             pro2.comment(f"streamed {st.loader.out.name}: rows of iteration 0 (later ones arrive one iteration ahead)")
-            self.issue_stream(pro2, st, range(st.KR), it="0")
-            pro2("; ".join(f"n{i}_{r} = b{i}_{r}" for r in range(st.KR)))
+            self.issue_stream(pro2, st, self.stream_rows(st), it="0")
+            pro2("; ".join(f"n{i}_{u} = b{i}_{u}" for u, _ in self.stream_units(st, self.stream_rows(st))))
         inv = [ld for ld in p.loaders if ld.invariant]
         loop_tracker, self.sync = self.sync, _Sync()
         for ld in inv:
@@ -850,6 +1042,8 @@ class _Emitter:
             out.extend(self._doc())
             if pool:
                 out(f"sm = cuda.shared.array({pool}, dtype=f32)")
+            if p.int_words:
+                out(f"smi = cuda.shared.array({p.int_words}, dtype=i32)")
             out("tid = cuda.threadIdx.x")
             for a in range(3):
                 if grid[a] > 1:
@@ -896,7 +1090,8 @@ class _Emitter:
         d("Fusion chains (thread graph): " + "; ".join(c.describe() for c in tg.chains))
         if self.p.streams:
             d("Streamed (register) matmul operands: " + ", ".join(
-                f"in{s.loader.index} ({'split-K, reduced after the loop' if s.persistent else 'reduced per iteration'})"
+                f"in{s.loader.index} ({'split-K, reduced after the loop' if s.persistent else 'reduced per iteration'}"
+                f"{', tensor cores: mma.m16n8k16' if s.mma else ''})"
                 for s in self.p.streams))
         d('"""')
         return d

@@ -42,20 +42,32 @@ class CodegenOptions:
     across iterations (0 disables the cross-iteration prefetch). ``max_registers``: a cap
     passed to ptxas (``None``: its own choice). ``max_stream_acc``: partial sums per thread a
     streamed matmul may keep (``M * vw``). ``phase_words``: words of a streamed tile each
-    thread issues at once (all of them when the tile fits).
+    thread issues at once (all of them when the tile fits). ``mma``: streamed matmuls whose
+    shape allows it run on the tensor cores (``mma.sync.m16n8k16`` through inline PTX, sm_80+;
+    the CUDA simulator runs an emulation of the instruction). Its A operand is rounded to the
+    16-bit type of B (exact when A is a loaded 16-bit tile) and its sums are added in another
+    order, so results can differ from the FMA path by rounding.
 
     >>> CodegenOptions(pipeline_words=32).tag()
     'pw32-regNone-acc128'
+    >>> CodegenOptions(mma=True).tag()
+    'pw0-regNone-acc128-mma'
     """
 
     pipeline_words: int = 0      # measured on an H100: no gain, more registers (benchmarks/RESULTS.md)
     max_registers: int | None = None
     max_stream_acc: int = 128
     phase_words: int = 32        # words of a streamed tile issued together (the rest follow mid-stage)
+    mma: bool = False            # tensor-core streamed matmuls
 
     def tag(self) -> str:
         t = f"pw{self.pipeline_words}-reg{self.max_registers}-acc{self.max_stream_acc}"
-        return t if self.phase_words == 32 else f"{t}-ph{self.phase_words}"
+        t = t if self.phase_words == 32 else f"{t}-ph{self.phase_words}"
+        return f"{t}-mma" if self.mma else t
+
+    def astuple(self) -> tuple:
+        """Positional arguments that rebuild these options (worker processes get them)."""
+        return (self.pipeline_words, self.max_registers, self.max_stream_acc, self.phase_words, self.mma)
 
 
 DEFAULT_OPTIONS = CodegenOptions()
@@ -103,10 +115,29 @@ class Stream:
     KR: int                        # rows per thread: K / G
     persistent: bool               # chain is exactly [matmul, accum(None)]: reduce once after the loop
     phase_rows: int = 1
+    # tensor-core layout (``mma``): each warp owns 8*vw columns and every GW-th k-step of 16 rows;
+    # lane (g, t) loads rows 4t..4t+3 of a k-step, columns g*vw..g*vw+vw-1 (one vector load each)
+    mma: bool = False
+    NCW: int = 0                   # warps across the columns: N / (8 * vw)
+    KS: int = 0                    # k-steps (16 rows) per warp per iteration: K / 16 / G (G = warps along K)
+    AR: int = 4                    # A-fragment registers per lane: 4, or 2 when M <= 8 (rows 8..15 are zero)
+    frag_offset: int = 0           # first word of this stream's A fragments in the int32 shared array
+    frag_owner: bool = True        # this stream converts them (False: an earlier stream with the same A did)
 
     @property
     def phases(self) -> list[range]:
-        return [range(p, min(self.KR, p + self.phase_rows)) for p in range(0, self.KR, self.phase_rows)]
+        n = self.KS if self.mma else self.KR
+        return [range(p, min(n, p + self.phase_rows)) for p in range(0, n, self.phase_rows)]
+
+    @property
+    def words(self) -> int:
+        """32-bit words of B each thread loads per iteration."""
+        return (4 * self.KS if self.mma else self.KR) * max(1, self.vw // 2)
+
+    @property
+    def frag_words(self) -> int:
+        """Words of packed A fragments per iteration: (K/16 k-steps) x AR registers x 32 lanes."""
+        return (self.K // 16) * self.AR * 32 if self.mma else 0
 
 
 @dataclass
@@ -162,6 +193,17 @@ class KernelPlan:
                 s.loader.vw = s.vw  # one vector load per thread and row of B
                 self.streams.append(s)
         self.stream_of = {s.op.guid: s for s in self.streams}
+        self.int_words = 0             # int32 shared memory (packed A fragments of mma streams)
+        frags: dict[tuple, int] = {}
+        for s in self.streams:
+            if not s.mma:
+                continue
+            key = (s.op.inputs[0].guid, s.K, s.AR, s.loader.dtype)
+            if key in frags:  # the same A operand: its fragments are converted once
+                s.frag_offset, s.frag_owner = frags[key], False
+                continue
+            s.frag_offset = frags[key] = self.int_words
+            self.int_words += s.frag_words
         self.bufs: dict[str, Buf] = {}
 
     # ------------------------------------------------------------------ loaders
@@ -195,6 +237,10 @@ class KernelPlan:
             return None
         M, K, N = a.dims[-2], a.dims[-1], b.dims[-1]
         persistent = len(ch.ops) == 2 and ch.ops[1].op_type == "forloop_accum" and ch.ops[1].attrs["acc"] is None
+        if self.options.mma:
+            st = self._mma_stream(ch, op, ld, M, K, N, persistent)
+            if st is not None:
+                return st
         for vw in (8, 4, 2):
             # registers: M*vw partial sums; per-iteration reductions also need T*M*vw floats of smem
             if N % vw or M * vw > self.options.max_stream_acc or N // vw > self.T:
@@ -209,6 +255,36 @@ class KernelPlan:
         words = vw // 2
         return Stream(ch, op, ld, M, K, N, vw, NC, G, K // G, persistent,
                       phase_rows=max(1, self.options.phase_words // words))
+
+    def _mma_stream(self, ch: FusionChain, op: "TBOp", ld: Loader, M: int, K: int, N: int,
+                    persistent: bool) -> Stream | None:
+        """The tensor-core layout of ``A[M<=16, K] @ B[K, N]``, or None where it does not fit.
+
+        One ``mma.m16n8k16`` takes A as 16 rows x 16 k (rows past M are zero) and 8 columns of
+        B; a lane's vector load of one B row holds ``vw`` consecutive columns, so it feeds
+        ``vw`` instructions, and a warp covers ``8 * vw`` columns. Warps split the columns
+        (NCW) and then the k-steps (G); the G partial sums are added after the loop.
+        """
+        W = self.T // 32
+        if M > 16 or K % 16 or self.T % 32 or W == 0 or ld.dtype not in ("float16", "bfloat16"):
+            return None
+        steps = K // 16
+        for vw in (8, 4, 2):
+            if N % (8 * vw) or vw > ld.vw:
+                continue
+            NCW = N // (8 * vw)
+            if W % NCW:
+                continue
+            G = W // NCW
+            if steps % G:
+                continue
+            if not persistent and G * M * N > MAX_STREAM_RED_FLOATS:
+                continue
+            KS = steps // G
+            return Stream(ch, op, ld, M, K, N, vw, NCW, G, KS * 16, persistent,
+                          phase_rows=max(1, self.options.phase_words // (2 * vw)),
+                          mma=True, NCW=NCW, KS=KS, AR=4 if M > 8 else 2)
+        return None
 
     # ------------------------------------------------------------------ buffers
     def buf(self, name: str, numel: int, region: str) -> Buf:
@@ -240,7 +316,7 @@ class KernelPlan:
             return peak
 
         pool = layout()
-        while pool > SMEM_LIMIT_FLOATS:
+        while pool > SMEM_LIMIT_FLOATS - self.int_words:
             cands = [b for b in bufs if b.space == "smem"]
             if not cands:
                 break

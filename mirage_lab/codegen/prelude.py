@@ -10,9 +10,15 @@ numba only). The prelude defines the few bit-level helpers numba lacks:
 * ``h2f(w)``: the low 16 bits of an integer read as an fp16, widened to float32;
 * ``u2f(w)`` / ``f2u(x)``: float32 <-> int32 bit casts; ``bf2f(w)``: low 16 bits as a bf16;
 * ``f2h(x)``: float32 rounded to fp16, returned as int16 bits (outputs are int16 views).
+* tensor cores (``CodegenOptions(mma=True)``): ``pk16(lo, hi)`` packs two 16-bit values into
+  one word; ``pkl(a, b)`` / ``pkh(a, b)`` pair the low / high halves of two words (a B
+  fragment: two k rows of one column); ``mma_f16`` / ``mma_bf16(a0..a3, b0, b1, c0..c3)`` is
+  one ``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}`` returning the 4 float32 results.
 
 On the GPU these are numba intrinsics emitting plain LLVM IR (a vector load, trunc, bitcast,
-fpext); under the CUDA simulator they are numpy functions with the same results.
+fpext; inline PTX for ``mma.sync``); under the CUDA simulator they are numpy functions with
+the same results (the warp-wide ``mma`` exchanges the 32 lanes' registers through a barrier
+of the simulator's threads).
 """
 from __future__ import annotations
 
@@ -41,6 +47,7 @@ SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 PRELUDE = '''\
 f32 = np.float32 if SIMULATOR else numba.float32
+i32 = np.int32 if SIMULATOR else numba.int32
 
 if SIMULATOR:
     def ldg4(a, i):
@@ -122,6 +129,120 @@ else:
             h = builder.fptrunc(args[0], llvm_ir.HalfType())
             return builder.bitcast(h, llvm_ir.IntType(16))
         return types.int16(x), codegen
+
+if SIMULATOR:
+    def _w32(v):
+        return np.array([int(v) & 0xFFFFFFFF], dtype=np.uint32).view(np.int32)[0]
+
+    def pk16(lo, hi):
+        return _w32((int(lo) & 0xFFFF) | ((int(hi) & 0xFFFF) << 16))
+
+    def pkl(a, b):
+        return _w32((int(a) & 0xFFFF) | ((int(b) & 0xFFFF) << 16))
+
+    def pkh(a, b):
+        return _w32(((int(a) >> 16) & 0xFFFF) | (int(b) & 0xFFFF0000))
+
+    def _halves(w, bf):
+        u = int(w) & 0xFFFFFFFF
+        if bf:
+            v = np.array([(u & 0xFFFF) << 16, u & 0xFFFF0000], dtype=np.uint32).view(np.float32)
+        else:
+            v = np.array([u], dtype=np.uint32).view(np.float16)
+        return float(v[0]), float(v[1])
+
+    def _mma_sim(regs, bf):
+        # one warp-wide mma.m16n8k16 (row.col, float32 accumulate): every lane brings its registers
+        th = _threading.current_thread()
+        lane, warp = th.thread_id % 32, th.thread_id // 32
+        with _MMA_LOCK:
+            states = th._manager.__dict__.setdefault("_mma_states", {})
+            key = (th.blockIdx.x, th.blockIdx.y, th.blockIdx.z, warp)
+            st = states.get(key)
+            if st is None:
+                st = states[key] = (_threading.Barrier(32), [None] * 32, [None] * 32)
+        bar, slots, outs = st
+        slots[lane] = regs
+        if bar.wait() == 0:  # one lane computes the warp's product
+            A = np.zeros((16, 16))
+            B = np.zeros((16, 8))
+            C = np.zeros((16, 8))
+            for L in range(32):
+                g, t = L // 4, L % 4
+                a0, a1, a2, a3, b0, b1, c0, c1, c2, c3 = slots[L]
+                A[g, 2 * t:2 * t + 2] = _halves(a0, bf)
+                A[g + 8, 2 * t:2 * t + 2] = _halves(a1, bf)
+                A[g, 2 * t + 8:2 * t + 10] = _halves(a2, bf)
+                A[g + 8, 2 * t + 8:2 * t + 10] = _halves(a3, bf)
+                B[2 * t:2 * t + 2, g] = _halves(b0, bf)
+                B[2 * t + 8:2 * t + 10, g] = _halves(b1, bf)
+                C[g, 2 * t:2 * t + 2] = (c0, c1)
+                C[g + 8, 2 * t:2 * t + 2] = (c2, c3)
+            D = (A @ B + C).astype(np.float32)
+            for L in range(32):
+                g, t = L // 4, L % 4
+                outs[L] = (D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t], D[g + 8, 2 * t + 1])
+        bar.wait()
+        return outs[lane]
+
+    def mma_f16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        return _mma_sim((a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), False)
+
+    def mma_bf16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        return _mma_sim((a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), True)
+
+    import threading as _threading
+    _MMA_LOCK = _threading.Lock()
+else:
+    def _i32c(v):
+        return llvm_ir.Constant(llvm_ir.IntType(32), v)
+
+    @intrinsic
+    def pk16(typingctx, lo, hi):
+        def codegen(context, builder, signature, args):
+            i32t = llvm_ir.IntType(32)
+            lo32 = builder.zext(_as_int(builder, args[0], 16), i32t)
+            hi32 = builder.zext(_as_int(builder, args[1], 16), i32t)
+            return builder.or_(lo32, builder.shl(hi32, _i32c(16)))
+        return types.int32(lo, hi), codegen
+
+    @intrinsic
+    def pkl(typingctx, a, b):
+        def codegen(context, builder, signature, args):  # (a & 0xFFFF) | (b << 16)
+            x = builder.and_(_as_int(builder, args[0], 32), _i32c(0xFFFF))
+            return builder.or_(x, builder.shl(_as_int(builder, args[1], 32), _i32c(16)))
+        return types.int32(a, b), codegen
+
+    @intrinsic
+    def pkh(typingctx, a, b):
+        def codegen(context, builder, signature, args):  # (a >> 16) | (b & 0xFFFF0000)
+            x = builder.lshr(_as_int(builder, args[0], 32), _i32c(16))
+            return builder.or_(x, builder.and_(_as_int(builder, args[1], 32), _i32c(-65536)))
+        return types.int32(a, b), codegen
+
+    def _mma(ab):
+        ptx = (f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32 "
+               "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};")
+
+        def typer(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+            sig = types.UniTuple(types.float32, 4)(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+
+            def codegen(context, builder, signature, args):
+                f32t, i32t = llvm_ir.FloatType(), llvm_ir.IntType(32)
+                ins = [_as_int(builder, v, 32) for v in args[:6]]
+                for v in args[6:]:
+                    ins.append(v if v.type == f32t else builder.fptrunc(v, f32t))
+                fty = llvm_ir.FunctionType(llvm_ir.LiteralStructType([f32t] * 4), [i32t] * 6 + [f32t] * 4)
+                asm = llvm_ir.InlineAsm(fty, ptx, "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", side_effect=True)
+                res = builder.call(asm, ins)
+                parts = [builder.extract_value(res, k) for k in range(4)]
+                return context.make_tuple(builder, signature.return_type, parts)
+
+            return sig, codegen
+        return typer
+
+    mma_f16 = intrinsic(_mma("f16"))
+    mma_bf16 = intrinsic(_mma("bf16"))
 
 if SIMULATOR:
     fexp, fsqrt, fpow = np.exp, np.sqrt, np.power

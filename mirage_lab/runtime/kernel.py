@@ -288,7 +288,7 @@ def precompile(graphs: Sequence[KernelGraph | tuple[KernelGraph, CodegenOptions]
     for item in graphs:
         g, o = item if isinstance(item, tuple) else (item, DEFAULT_OPTIONS)
         jobs.append((g.to_json(), None if cache_dir is None else str(cache_dir),
-                     (o.pipeline_words, o.max_registers, o.max_stream_acc, o.phase_words)))
+                     o.astuple()))
     if not jobs:
         return []
     n = workers or min(len(jobs), os.cpu_count() or 1)

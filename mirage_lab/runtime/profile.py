@@ -245,10 +245,13 @@ class Selection:
         return rows
 
 
-def select_fastest(candidates: Sequence[KernelGraph], inputs: Sequence[torch.Tensor], *, check: bool = True,
+def select_fastest(candidates: Sequence[KernelGraph | tuple[KernelGraph, CodegenOptions]],
+                   inputs: Sequence[torch.Tensor], *, check: bool = True,
                    tol: float = 2e-3, repeats: int = 200, reference: Sequence[torch.Tensor] | None = None,
                    options: Sequence[CodegenOptions] = (DEFAULT_OPTIONS,)) -> Selection:
     """Compile, check and time every candidate μGraph (under each of ``options``); return the fastest correct one.
+
+    A candidate given as ``(graph, options)`` is measured under those options only.
 
     ``reference``: expected outputs (default: the reference interpreter on float64 inputs,
     computed once from the first candidate). A candidate whose compile or launch fails, or
@@ -259,7 +262,8 @@ def select_fastest(candidates: Sequence[KernelGraph], inputs: Sequence[torch.Ten
     """
     if not candidates:
         raise MirageLabError("select_fastest: no candidates")
-    cands = [Candidate(g, o) for g in candidates for o in options]
+    cands = [Candidate(*g) if isinstance(g, tuple) else Candidate(g, o)
+             for g in candidates for o in ((None,) if isinstance(g, tuple) else options)]
     ref = list(reference) if reference is not None else None
     for c in cands:
         try:

@@ -10,3 +10,9 @@ from codegen_proc import HERE, run_script
 def sim_results(tmp_path_factory) -> dict:
     """Every case of cases.py, compiled and run once under the simulator."""
     return run_script(HERE / "sim_runner.py", [], tmp_path_factory.mktemp("sim"), simulator=True)
+
+
+@pytest.fixture(scope="session")
+def sim_results_mma(tmp_path_factory) -> dict:
+    """The same cases with ``CodegenOptions(mma=True)``: streamed matmuls on (emulated) tensor cores."""
+    return run_script(HERE / "sim_runner.py", ["--mma"], tmp_path_factory.mktemp("sim_mma"), simulator=True)

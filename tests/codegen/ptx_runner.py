@@ -22,13 +22,24 @@ if _tc is not None:
 
 import mirage_lab as mi  # noqa: E402
 from codegen_cases import CASES  # noqa: E402
+from mirage_lab.codegen import CodegenOptions  # noqa: E402
+
+
+def full_size_cases():
+    """The benchmark shapes of the skinny matmuls (compiled only: the simulator is too slow for them)."""
+    from mirage_lab.examples import gated_mlp_fused, rms_norm_linear_fused
+
+    return [("rms_norm_linear_full", lambda: rms_norm_linear_fused(16, 4096, 4096, grid=128, forloop_range=16), None),
+            ("gated_mlp_full", lambda: gated_mlp_fused(8, 4096, 4096, grid=256, forloop_range=16), None)]
 
 
 def main() -> None:
+    mma = "--mma" in sys.argv[1:]  # tensor-core streamed matmuls (inline-PTX mma.sync)
+    options = CodegenOptions(mma=mma)
     res = {}
-    for name, build, _ in CASES:
+    for name, build, _ in CASES + (full_size_cases() if mma else []):
         try:
-            k = mi.runtime.compile(build())
+            k = mi.runtime.compile(build(), options=options)
             res[name] = ptx_report(k.module, k.kernels)
         except Exception:
             res[name] = {"error": traceback.format_exc()[-3000:]}

@@ -18,6 +18,7 @@ import torch  # noqa: E402
 
 import mirage_lab as mi  # noqa: E402
 from codegen_cases import CASES  # noqa: E402
+from mirage_lab.codegen import CodegenOptions  # noqa: E402
 
 
 def rel(o: torch.Tensor, r: torch.Tensor) -> float:
@@ -27,7 +28,9 @@ def rel(o: torch.Tensor, r: torch.Tensor) -> float:
 
 
 def main() -> None:
-    names = set(sys.argv[1:])
+    args = sys.argv[1:]
+    options = CodegenOptions(mma="--mma" in args)  # --mma: tensor-core streamed matmuls (emulated mma.sync)
+    names = {a for a in args if not a.startswith("--")}
     res = {}
     for name, build, make in CASES:
         if names and name not in names:
@@ -36,10 +39,11 @@ def main() -> None:
         try:
             gen = torch.Generator().manual_seed(hash(name) % 1000)
             xs = make(g, gen)
-            k = mi.runtime.compile(g)
+            k = mi.runtime.compile(g, options=options)
             outs = k(inputs=xs, poison=True)  # NaN-filled first: an unwritten element shows as NaN
             refs = mi.run_reference(g, [x.double() for x in xs])
             entry = {"rel": [rel(o, r) for o, r in zip(outs, refs)],
+                     "mma_streams": sum(src.count("mma.m16n8k16)") for src in k.generated.kernel_sources.values()),
                      "shapes_ok": all(tuple(o.shape) == tuple(r.shape) for o, r in zip(outs, refs)),
                      "dtypes": [str(o.dtype) for o in outs]}
             if name == "rms_norm_linear":  # KernelGraph.__call__ delegates to the runtime

@@ -32,3 +32,26 @@ def test_every_kernel_compiles_for_sm90(ptx: dict) -> None:
 def test_wide_loads_are_vector_loads(ptx: dict) -> None:
     rows = ptx["rms_norm_linear"]
     assert rows[0]["ld_v4"] + rows[0]["ld_v2"] >= 2
+
+
+@pytest.fixture(scope="module")
+def ptx_mma(tmp_path_factory) -> dict:
+    return run_script(HERE / "ptx_runner.py", ["--mma"], tmp_path_factory.mktemp("ptx_mma"), simulator=False,
+                      timeout=1500)
+
+
+def test_mma_kernels_assemble_for_sm90(ptx_mma: dict) -> None:
+    """CodegenOptions(mma=True): the inline-PTX mma.sync passes libNVVM and ptxas, one per B column tile."""
+    expect = {"rms_norm_linear": 1, "rms_norm_linear_m16": 1, "rms_norm_linear_bf16": 1, "gated_mlp": 2,
+              "streamed_epilogue": 1, "rms_norm_linear_full": 1, "gated_mlp_full": 2}
+    for name, rows in ptx_mma.items():
+        assert isinstance(rows, list), f"{name}: {rows.get('error')}"
+        for r in rows:
+            assert r["ok"], f"{name}/{r['kernel']}: ptxas failed: {r['ptxas']}"
+            assert r["f64_ops"] == 0, f"{name}/{r['kernel']}: float64 arithmetic in the kernel"
+            assert r["spill_bytes"] == 0, f"{name}/{r['kernel']}: {r['spill_bytes']} bytes of register spills"
+        if name in expect:
+            assert rows[0]["mma"] > 0, f"{name}: no mma.sync in the PTX"
+    # the benchmark shape: 128 blocks x 128 threads, K tile 256, N tile 32 -> 4 warps x 4 k-steps x 4 mma
+    full = ptx_mma["rms_norm_linear_full"][0]
+    assert full["mma"] == 16 and full["ld_v2"] >= 16

@@ -51,6 +51,25 @@ def test_full_shape_kernels_match_float64_reference(name, build, scales):
             assert _rel(o, r) < 2e-3, f"{name}: rel err {_rel(o, r):.3g}"
 
 
+@pytest.mark.parametrize("name,build,scales", FULL, ids=[f[0] for f in FULL])
+def test_mma_kernels_match_float64_reference(name, build, scales):
+    """CodegenOptions(mma=True): inline-PTX mma.sync streamed matmuls at full shape, NaN-poisoned outputs."""
+    from mirage_lab.codegen import CodegenOptions
+
+    g = build()
+    k = mi.runtime.compile(g, options=CodegenOptions(mma=True))
+    if name.startswith(("rmsnorm", "gated")):
+        assert any("tensor cores: mma.m16n8k16" in src for src in k.generated.kernel_sources.values())
+    for seed in (3, 4):
+        xs = _inputs(g, scales, seed)
+        outs = k(inputs=xs, poison=True)
+        torch.cuda.synchronize()
+        refs = mi.run_reference(g, [x.double() for x in xs])
+        for o, r in zip(outs, refs):
+            assert not torch.isnan(o).any(), f"{name}: NaN (unwritten output element?)"
+            assert _rel(o, r) < 2e-3, f"{name}: rel err {_rel(o, r):.3g}"
+
+
 def test_cuda_graph_replay_tracks_in_place_input_updates():
     g = rms_norm_linear_fused(16, 4096, 4096, grid=256, forloop_range=16)
     k = mi.runtime.compile(g)
