@@ -174,6 +174,11 @@ def _stats_dict(item: Any) -> dict[str, Any]:
     raise TypeError(f"progress_figure: cannot read a sample of type {type(item).__name__}")
 
 
+def candidate_dtick(n: int) -> int:
+    """Whole-number tick spacing for a candidates axis up to ``n`` (about five ticks)."""
+    return max(1, math.ceil(n / 5))
+
+
 def progress_figure(history: Iterable[Any], *, title: str | None = None) -> go.Figure:
     """States visited (left axis) and candidates found (right axis, steps) against elapsed seconds.
 
@@ -194,11 +199,12 @@ def progress_figure(history: Iterable[Any], *, title: str | None = None) -> go.F
                              mode="lines", line=dict(color="#ff7f0e", shape="hv"), yaxis="y2",
                              hovertemplate="%{x:.1f} s: %{y} candidates<extra></extra>"))
     fig.update_layout(
-        title=dict(text=title or "Search progress"), template="plotly_white", height=280,
-        margin=dict(l=60, r=60, t=50, b=40), legend=dict(orientation="h", y=-0.25),
+        title=dict(text=title or "Search progress"), template="plotly_white", height=300, autosize=True,
+        margin=dict(l=60, r=60, t=50, b=40), legend=dict(orientation="h", y=-0.3),
         xaxis=dict(title="elapsed (s)", rangemode="tozero"),
         yaxis=dict(title="states visited", rangemode="tozero"),
-        yaxis2=dict(title="candidates", overlaying="y", side="right", rangemode="tozero", showgrid=False),
+        yaxis2=dict(title="candidates", overlaying="y", side="right", rangemode="tozero", showgrid=False,
+                    tick0=0, dtick=candidate_dtick(max([int(s.get("candidates", 0)) for s in samples], default=0))),
     )
     if not samples:
         fig.add_annotation(text="No progress recorded yet", x=0.5, y=0.5, xref="paper", yref="paper",

@@ -31,6 +31,7 @@ import ipywidgets as W
 from ..ir.kernel_graph import KernelGraph
 from ..search.events import CandidateFound, Finished, Progress, SearchError, SearchStats
 from ..viz import LEVELS
+from ..viz.plots import candidate_dtick
 from . import detail
 from .measure import gpu_available
 from .records import CandidateRecord
@@ -38,6 +39,7 @@ from .table import CandidateTable
 
 STATES = ("idle", "running", "finished", "stopped", "error")
 _MAX_HISTORY = 4000
+PLOT_WIDTH = 520  # px: FigureWidget does not follow its container's width; this fits beside the detail pane
 _STAT_CARDS = [  # (SearchStats field or derived key, label)
     ("states", "states"), ("rate", "states/s"), ("pruned_expr", "pruned · expression"),
     ("pruned_dedup", "pruned · dedup"), ("pruned_other", "pruned · shape/limits"),
@@ -151,15 +153,15 @@ class SearchExplorer(W.VBox):
             self.tabs.set_title(i, name)
         self.verify_html = W.HTML()
         detail_box = W.VBox([self.detail_title, self.verify_html, self.level_buttons, self.tabs],
-                            layout=W.Layout(width="58%", min_width="360px"))
+                            layout=W.Layout(width="55%", min_width="360px"))
         detail_box.add_class("mlab-detail")
-        table_box = W.VBox([self.table], layout=W.Layout(width="42%", min_width="320px"))
 
         self.figure: Any = None
         self.latency_figure_widget: Any = None
         plot_row: list[W.Widget] = []
         if plots:
-            self.plot_choice = W.ToggleButtons(options=["progress", "latency"], value="progress", description="plot")
+            self.plot_choice = W.ToggleButtons(options=["progress", "latency"], value="progress", description="plot",
+                                               style={"button_width": "90px"})
             self.plot_choice.observe(lambda ch: self._show_plot(ch["new"]), names="value")
             self.plot_box = W.Box(layout=W.Layout(width="100%"))
             try:
@@ -167,17 +169,20 @@ class SearchExplorer(W.VBox):
 
                 from ..viz.plots import progress_figure
 
-                self.figure = go.FigureWidget(progress_figure([]))
+                self.figure = go.FigureWidget(progress_figure([]).update_layout(width=PLOT_WIDTH))
                 self.plot_box.children = (self.figure,)
             except Exception as e:  # anywidget missing or broken: the rest of the explorer still works
                 self.plot_box.children = (W.HTML(f"<i>plots unavailable: {html.escape(str(e))}</i>"),)
             plot_row = [self.plot_choice, self.plot_box]
+        # The plot sits under the table: the detail pane beside them is the taller of the two.
+        table_box = W.VBox([self.table, *plot_row], layout=W.Layout(width="45%", min_width="320px",
+                                                                    margin="0 8px 0 0"))
 
         controls = W.HBox([self.stop_button, self.measure_button, self.export_path, self.export_button],
                           layout=W.Layout(flex_flow="row wrap", align_items="center"))
         progress = W.HBox([self.subtrees, self.subtrees_label], layout=W.Layout(align_items="center"))
         super().__init__([self.title, self.status, self.progress_html, progress, controls, self.message,
-                          W.HBox([table_box, detail_box], layout=W.Layout(width="100%")), *plot_row],
+                          W.HBox([table_box, detail_box], layout=W.Layout(width="100%"))],
                          layout=W.Layout(width="100%"))
         self.add_class("mlab-explorer")
         self._paint_progress()
@@ -320,6 +325,7 @@ class SearchExplorer(W.VBox):
         with fig.batch_update():
             fig.data[0].x, fig.data[0].y = xs, [h["states"] for h in self.history]
             fig.data[1].x, fig.data[1].y = xs, [h["candidates"] for h in self.history]
+            fig.layout.yaxis2.dtick = candidate_dtick(len(self.candidates))
             if self.history and fig.layout.annotations:
                 fig.layout.annotations = []
 
@@ -338,7 +344,7 @@ class SearchExplorer(W.VBox):
         from ..runtime.profile import floor_us
         from ..viz.plots import latency_figure
 
-        new = latency_figure(self.measurements, floor_us=floor_us(self.program))
+        new = latency_figure(self.measurements, floor_us=floor_us(self.program)).update_layout(width=PLOT_WIDTH)
         fw = self.latency_figure_widget
         if fw is None:
             self.latency_figure_widget = go.FigureWidget(new)

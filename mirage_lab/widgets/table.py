@@ -4,7 +4,7 @@ Each row is one :class:`ipywidgets.Button` whose label holds the row's cells in 
 monospace font, padded with no-break spaces (which HTML does not collapse), so the
 columns line up without any custom JS or CSS; the header is a button of the same style.
 Rows are reused: a refresh only changes the labels that differ, so a live search sends
-a few small messages rather than re-creating widgets. Sorting: the "sort by" toggle and
+a few small messages rather than re-creating widgets. Sorting: the "sort by" menu and
 the direction button.
 
     >>> from mirage_lab import examples as ex
@@ -33,11 +33,12 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("block_graphs", "blocks", ">"),
     ("grid", "grid", "<"),
     ("forloop", "forloop", ">"),
-    ("bytes", "est. bytes", ">"),
+    ("bytes", "bytes (est.)", ">"),
     ("latency", "latency", ">"),
 ]
-SORT_LABELS = {"index": "#", "kernels": "kernels", "block_graphs": "blocks", "grid": "grid (blocks)",
-               "forloop": "forloop", "bytes": "est. bytes", "latency": "latency"}
+SORT_LABELS = {"index": "# (order found)", "kernels": "kernels", "block_graphs": "block graphs",
+               "grid": "grid (total blocks)", "forloop": "forloop range", "bytes": "bytes (est.)",
+               "latency": "latency"}
 _INF = float("inf")
 _SORT_KEYS: dict[str, Callable[[CandidateRecord], Any]] = {
     "index": lambda r: r.index,
@@ -89,9 +90,8 @@ class CandidateTable(W.VBox):
         self.order: list[int] = []               # candidate index shown in each row
         self.selected: int | None = None
         self._callbacks: list[Callable[[int], None]] = []
-        self.sort_by = W.ToggleButtons(options=[(v, k) for k, v in SORT_LABELS.items()], value="index",
-                                       description="sort by", style={"button_width": "auto"},
-                                       layout=W.Layout(width="auto"))
+        self.sort_by = W.Dropdown(options=[(v, k) for k, v in SORT_LABELS.items()], value="index",
+                                  description="sort by", layout=W.Layout(width="210px"))
         self.descending = W.ToggleButton(value=False, description="▲ ascending", tooltip="reverse the order",
                                          layout=W.Layout(width="120px"))
         self.header = self._button(bold=True)
@@ -110,8 +110,8 @@ class CandidateTable(W.VBox):
 
     # ------------------------------------------------------------------ widgets
     def _button(self, bold: bool = False) -> W.Button:
-        b = W.Button(layout=W.Layout(width="100%", min_height="26px", height="auto", margin="0"),
-                     style={"font_family": "monospace", "font_weight": "bold" if bold else "normal",
+        b = W.Button(layout=W.Layout(width="100%", height="24px", margin="0", padding="0 4px"),
+                     style={"font_family": "monospace", "font_size": "12px", "font_weight": "bold" if bold else "normal",
                             "button_color": "transparent" if bold else ROW_COLOR})
         return b
 
