@@ -375,12 +375,25 @@ class _Emitter:
 
     def store_staged(self, s: Src, ld: Loader, prefetched: bool) -> None:
         nv, nj = self.staged_vectors(ld)
-        buf = self.tbuf(ld.out, "persistent" if ld.invariant else "loop")
-        self.stage(s, writes={buf.name})
+        direct = [st for st in self.p.streams if st.mma and st.frag_owner and st.frag_direct is ld]
+        # a tile read only by tensor-core matmuls needs no float32 copy: its words are the A fragments
+        f32_copy = not all(c.op_type == "matmul" and (st := self.p.stream_of.get(c.guid)) is not None
+                           and st.frag_direct is ld for c in self.consumers(ld.out))
+        buf = self.tbuf(ld.out, "persistent" if ld.invariant else "loop") if f32_copy else None
+        self.stage(s, writes=({buf.name} if buf else set()) | {f"frag{st.frag_offset}" for st in direct})
 
         def store(s: Src, v: str, reg: str) -> None:
-            for q, x in enumerate(self.decode(ld, reg)):
-                s(f"{self.ref_buf(buf, add(mul(v, ld.vw), str(q)))} = {x}")
+            if buf is not None:
+                xs = self.decode(ld, reg)
+                n = 4 if len(xs) % 4 == 0 else 2 if len(xs) % 2 == 0 else 1
+                base = mul(v, ld.vw)
+                for h in range(0, len(xs), n):
+                    if n == 1:
+                        s(f"{self.ref_buf(buf, add(base, str(h)))} = {xs[h]}")
+                    else:  # one 16- or 8-byte shared store (buffers start on 16 bytes; vw is a multiple of n)
+                        s(f"sts{n}(«&{buf.name}», {add(base, str(h))}, {', '.join(xs[h:h + n])})")
+            for st in direct:
+                self.direct_fragments(s, st, ld, v, reg)
 
         if prefetched:
             for j in range(nj):
@@ -513,93 +526,69 @@ class _Emitter:
         s(f"sw{i} = {add(mul(f'mkw{i}', 16 * rsw), mul(f'mt{i}', 4 * rsw), mul(f'mcw{i}', cols // unit), mul(f'mg{i}', st.vw // unit))}")
         # the lane's A fragments: word (step*AR + r)*32 + ((lane + 8*step + 4*(r // (AR/2))) & 31)
         s(f"mfa{i} = {add(str(st.frag_offset), mul(f'mkw{i}', st.AR * 32))}")
-        s(f"mfl{i} = ml{i} + mkw{i} * 8")
         self.zero_partials(s, st)
 
-    def mma_fragments(self, s: Src, st: Stream) -> None:
-        """A (M x K, any buffer) -> packed 16-bit pairs in mma A-fragment order in ``smi``.
+    @staticmethod
+    def frag_index(st: Stream, m: str, p: str) -> str:
+        """Word of ``smi`` holding pair ``p`` (A[m, 2p], A[m, 2p+1]) of row ``m`` in mma A-fragment order.
 
-        Pair p of row m holds A[m, 2p], A[m, 2p+1]: k-step p // 8, lane (m % 8) * 4 + (p % 8) // 2,
-        register (m // 8) + (AR/2) * (p % 2), rotated by 8*step + 4*(p % 2) lanes so that a warp
-        writing 32 consecutive pairs and a warp reading one register of one step both hit 32
-        different banks. Rows M..15 (when M < 16) are zeros.
+        k-step p // 8, lane (m % 8) * 4 + (p % 8) // 2, register m // 8 + (AR/2) * (p % 2), each
+        32-word row of lanes rotated by 4*(step % 8) + (step // 8) % 2 + 16*(p % 2): a warp that
+        writes 32 consecutive pairs, or a loader's 2 or 4 words of 32 consecutive vectors, and a
+        warp that reads one register of one step each touch 32 different banks.
         """
-        a = st.op.inputs[0]
-        K, AR = st.K, st.AR
-        K2 = K // 2
-        MR = 16 if AR == 4 else 8
-        cv = "f2h" if st.loader.dtype == "float16" else "f2bf"
-        s.comment(f"{a.name} -> mma A fragments ({st.loader.dtype} pairs"
-                  + (f", rows {st.M}..{MR - 1} zero)" if st.M < MR else ")"))
-        self.stage(s, reads={self.bufname(a)}, writes={f"frag{st.frag_offset}"})
-        T = self.T
-        n_items = -(-MR * K2 // T)
-        if n_items <= MAX_REG_ELEMS and MR * K2 % T == 0 and (K2 % T == 0 or (T % K2 == 0 and 8 % (T // K2) == 0)):
-            self.mma_fragments_unrolled(s, st, MR, K2, cv)
+        AR = st.AR
+        ks, sel = f"({p}) // 8", f"({p}) % 2"
+        reg = add(f"({m}) // 8" if AR == 4 else "0", mul(sel, AR // 2))
+        rot = f"({ks}) % 8 * 4 + ({ks}) // 8 % 2 + {sel} * 16"
+        lane = f"({m}) % 8 * 4 + ({p}) % 8 // 2"
+        return add(str(st.frag_offset), f"(({ks}) * {AR} + {reg}) * 32", f"(({lane} + {rot}) & 31)")
+
+    def direct_fragments(self, s: Src, st: Stream, ld: Loader, v: str, reg: str) -> None:
+        """Vector ``v`` of A's loader tile, still in registers: its words are pairs of one row -> ``smi``."""
+        CR = ld.tile[-1] // ld.vw            # vectors per row
+        nw = ld.vw // 2
+        k = self._tmp = getattr(self, "_tmp", 0) + 1
+        s(f"dm{k} = {v} // {CR}" if CR > 1 else f"dm{k} = {v}")
+        s(f"dp{k} = {mul(f'({v}) % {CR}', nw)}" if CR > 1 else f"dp{k} = 0")
+        for q in range(nw):
+            word = f"{reg}[{q}]" if nw > 1 else reg
+            s(f"smi[{self.frag_index(st, f'dm{k}', add(f'dp{k}', str(q)))}] = {word}")
+
+    def mma_zero_rows(self, s: Src, st: Stream) -> None:
+        """Rows M..15 (M..7 when M <= 8) of the A fragments are zero: written once, before the loop."""
+        MR = 16 if st.AR == 4 else 8
+        if st.M >= MR:
             return
+        K2 = st.K // 2
+        s.comment(f"mma A fragments: rows {st.M}..{MR - 1} of {st.op.inputs[0].name} are zero")
+
+        def body(s: Src, e: str, u: int | None) -> None:
+            s(f"smi[{self.frag_index(st, add(f'{e} // {K2}', str(st.M)), f'{e} % {K2}')}] = 0")
+
+        self.per_element(s, (MR - st.M) * K2, body, unroll=False, var="z")
+
+    def mma_fragments(self, s: Src, st: Stream) -> None:
+        """A (M x K, any buffer) -> packed 16-bit pairs in mma A-fragment order in ``smi`` (rows < M)."""
+        a = st.op.inputs[0]
+        K2 = st.K // 2
+        cv = "f2h" if st.loader.dtype == "float16" else "f2bf"
+        s.comment(f"{a.name} -> mma A fragments ({st.loader.dtype} pairs)")
+        self.stage(s, reads={self.bufname(a)}, writes={f"frag{st.frag_offset}"})
 
         def body(s: Src, e: str, u: int | None) -> None:
             x = "" if u is None else f"{u}"
-            m, p, st_, t, l = (f"fm{x}", f"fp{x}", f"fs{x}", f"ft{x}", f"fl{x}")
-            s(f"{m} = {e} // {K2}")
-            s(f"{p} = {e} % {K2}")
-            s(f"{st_} = {p} // 8")
-            s(f"{t} = ({p} % 8) // 2")
-            s(f"{l} = {p} % 2")
-            reg = add(f"{m} // 8" if AR == 4 else "0", mul(l, AR // 2))
-            lane = f"({m} % 8) * 4 + {t} + {st_} * 8 + {l} * 4"
-            idx = add(str(st.frag_offset), f"({st_} * {AR} + {reg}) * 32" if reg != "0" else f"{st_} * {AR * 32}",
-                      f"(({lane}) & 31)")
-            val = (f"pk16({cv}({self.ref(a, add(mul(m, K), mul(p, 2)))}), "
-                   f"{cv}({self.ref(a, add(mul(m, K), mul(p, 2), '1'))}))")
-            if st.M < MR:
-                with s.block(f"if {e} < {st.M * K2}:"):
-                    s(f"smi[{idx}] = {val}")
-                with s.block("else:"):
-                    s(f"smi[{idx}] = 0")
-            else:
-                s(f"smi[{idx}] = {val}")
+            s(f"fm{x} = {e} // {K2}" if st.M > 1 else f"fm{x} = 0")
+            s(f"fp{x} = {e} % {K2}" if st.M > 1 else f"fp{x} = {e}")
+            val = (f"pk16({cv}({self.ref(a, add(mul(f'fm{x}', st.K), mul(f'fp{x}', 2)))}), "
+                   f"{cv}({self.ref(a, add(mul(f'fm{x}', st.K), mul(f'fp{x}', 2), '1'))}))")
+            s(f"smi[{self.frag_index(st, f'fm{x}', f'fp{x}')}] = {val}")
 
-        self.per_element(s, MR * K2, body)
-
-    def mma_fragments_unrolled(self, s: Src, st: Stream, MR: int, K2: int, cv: str) -> None:
-        """:meth:`mma_fragments` with the per-thread index arithmetic hoisted: item ``u*T + tid``
-        is row ``m_u + tid // K2`` (a constant when K2 % T == 0), pair ``P_u + tid % K2``."""
-        a = st.op.inputs[0]
-        T, K, AR, o = self.T, st.K, st.AR, st.frag_offset
-        R = max(1, T // K2)                    # rows one pass of T threads covers
-        pt = "tid" if R == 1 else f"tid % {K2}"
-        q = pt if R == 1 else f"({pt})"
-        s(f"fx{o} = {q} // 8 * {AR * 32} + {q} % 2 * {AR // 2 * 32}")
-        lane = f"{q} % 8 // 2 + {q} // 8 * 8 + {q} % 2 * 4"
-        if R > 1:
-            s(f"fq{o} = tid // {K2}")
-            s(f"fy{o} = {lane} + fq{o} * 4")
-            s(f"fb{o} = fq{o} * {K} + {q} * 2")
-        else:
-            s(f"fy{o} = {lane}")
-            s(f"fb{o} = tid * 2")
-        for u in range(MR * K2 // T):
-            e0 = u * T
-            m0, p0 = e0 // K2, e0 % K2             # the thread's row is m0 + fq, its pair p0 + pt
-            c1 = o + ((p0 // 8) * AR + m0 // 8) * 32
-            c2 = (m0 % 8) * 4 + p0                 # p0 is a multiple of 32 when R == 1, else 0
-            idx = f"smi[{add(f'fx{o}', str(c1))} + (({add(f'fy{o}', str(c2 % 32))}) & 31)]"
-            base = add(f"fb{o}", str(m0 * K + 2 * p0))
-            val = f"pk16({cv}({self.ref(a, base)}), {cv}({self.ref(a, add(base, '1'))}))"
-            if m0 + R <= st.M:
-                s(f"{idx} = {val}")
-            elif m0 >= st.M:
-                s(f"{idx} = 0")
-            else:
-                with s.block(f"if fq{o} < {st.M - m0}:"):
-                    s(f"{idx} = {val}")
-                with s.block("else:"):
-                    s(f"{idx} = 0")
+        self.per_element(s, st.M * K2, body)
 
     def stream_mma(self, s: Src, st: Stream) -> None:
         i = st.loader.index
-        if st.frag_owner:  # streams with the same A (gated MLP's two weights) share its fragments
+        if st.frag_owner and st.frag_direct is None:  # shared by streams with the same A (gated MLP)
             self.mma_fragments(s, st)
         self.stage(s, reads={f"frag{st.frag_offset}"})
         s.comment(f"{st.op.outputs[0].name} partial sums on tensor cores: {st.KS} k-steps x {st.vw} mma.m16n8k16")
@@ -614,8 +603,10 @@ class _Emitter:
                 self.issue_stream(s, st, phases[pi + 1])
             for j in steps:
                 fa = [f"fa{i}_{j}_{r}" for r in range(st.AR)]
+                ks = add(f"mkw{i}", str(st.G * j))
+                s(f"mr{i}_{j} = ml{i} + ({ks}) % 8 * 4 + ({ks}) // 8 % 2")
                 s("; ".join(
-                    f"{fa[r]} = smi[mfa{i} + {(st.G * j * st.AR + r) * 32} + ((mfl{i} + {8 * st.G * j + 4 * (r // half)}) & 31)]"
+                    f"{fa[r]} = smi[mfa{i} + {(st.G * j * st.AR + r) * 32} + ((mr{i}_{j} + {16 * (r // half)}) & 31)]"
                     for r in range(st.AR)))
                 regs = fa if st.AR == 4 else [fa[0], "0", fa[1], "0"]
                 for c in range(st.vw):
@@ -845,10 +836,18 @@ class _Emitter:
             self._red_inits.append(f"ro{g} = tid // {P}" if P > 1 else f"ro{g} = tid")
             self._red_inits.append(f"rp{g} = tid % {P}" if P > 1 else f"rp{g} = 0")
             self._red_inits.append(f"q{g} = f32(0.0)")
+            n = L // P
             with s.block(f"if ro{g} < {nout}:"):
-                with s.block(f"for l in range(rp{g}, {L}, {P}):" if P > 1 else f"for l in range({L}):"):
-                    s(f"x = {self.ref(x, idx(f'ro{g}', 'l'))}")
-                    s(f"q{g} += {term}")
+                if P > 1 and L % P == 0 and n & (n - 1) == 0:
+                    # a constant trip count (unrolled, loads issued together); each output's threads
+                    # start at another chunk, so the rows a warp reads fall in different banks
+                    with s.block(f"for l in range({n}):"):
+                        s(f"x = {self.ref(x, idx(f'ro{g}', f'rp{g} + ((l + ro{g}) & {n - 1}) * {P}'))}")
+                        s(f"q{g} += {term}")
+                else:
+                    with s.block(f"for l in range(rp{g}, {L}, {P}):" if P > 1 else f"for l in range({L}):"):
+                        s(f"x = {self.ref(x, idx(f'ro{g}', 'l'))}")
+                        s(f"q{g} += {term}")
             self.post_actions.append(lambda s, ch=ch, P=P: self.reduce_accum_post(s, ch, P))
         else:
             n = -(-nout // self.T)
@@ -1025,6 +1024,9 @@ class _Emitter:
             pro2.comment(f"streamed {st.loader.out.name}: rows of iteration 0 (later ones arrive one iteration ahead)")
             self.issue_stream(pro2, st, self.stream_rows(st), it="0")
             pro2("; ".join(f"n{i}_{u} = b{i}_{u}" for u, _ in self.stream_units(st, self.stream_rows(st))))
+        for st in p.streams:
+            if st.mma and st.frag_owner:
+                self.mma_zero_rows(pro2, st)
         inv = [ld for ld in p.loaders if ld.invariant]
         loop_tracker, self.sync = self.sync, _Sync()
         for ld in inv:
@@ -1064,9 +1066,11 @@ class _Emitter:
         for b in p.bufs.values():
             if b.space == "smem":
                 rep = "sm[" if b.offset == 0 else f"sm[{b.offset} + "
+                arr = "sm, " if b.offset == 0 else f"sm, {b.offset} + "
             else:
                 rep = f"scr[sbase + {b.offset} + " if b.offset else "scr[sbase + "
-            text = text.replace(f"«{b.name}»[", rep)
+                arr = f"scr, sbase + {b.offset} + " if b.offset else "scr, sbase + "
+            text = text.replace(f"«{b.name}»[", rep).replace(f"«&{b.name}», ", arr)
         if "«" in text:
             raise CodegenError(f"internal: unresolved buffer in generated kernel {self.name}")
         text = re.sub(r" \+ 0\]", "]", text)

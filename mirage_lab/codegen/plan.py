@@ -123,6 +123,7 @@ class Stream:
     AR: int = 4                    # A-fragment registers per lane: 4, or 2 when M <= 8 (rows 8..15 are zero)
     frag_offset: int = 0           # first word of this stream's A fragments in the int32 shared array
     frag_owner: bool = True        # this stream converts them (False: an earlier stream with the same A did)
+    frag_direct: "Loader | None" = None  # A is this staged 16-bit loader tile: its loaded words are the pairs
 
     @property
     def phases(self) -> list[range]:
@@ -204,6 +205,15 @@ class KernelPlan:
                 continue
             s.frag_offset = frags[key] = self.int_words
             self.int_words += s.frag_words
+            a = s.op.inputs[0]
+            la = self.loader_of.get(a.guid)
+            if (la is not None and la.mode == "staged" and la.dtype == s.loader.dtype and la.view == "int32"
+                    and tuple(la.tile) == (s.M, s.K) and la.vw % 2 == 0):
+                s.frag_direct = la      # written from the loader's registers when the tile is staged
+        for s in self.streams:
+            if s.mma and not s.frag_owner:
+                s.frag_direct = next(o.frag_direct for o in self.streams if o.mma and o.frag_owner
+                                     and o.frag_offset == s.frag_offset)
         self.bufs: dict[str, Buf] = {}
 
     # ------------------------------------------------------------------ loaders
@@ -299,19 +309,22 @@ class KernelPlan:
         """
         bufs = list(self.bufs.values())
 
+        def al(n: int) -> int:  # every buffer starts on 16 bytes: staged tiles are stored 4 floats at a time
+            return -(-n // 4) * 4
+
         def layout() -> int:
             pers = [b for b in bufs if b.region == "persistent" and b.space == "smem"]
             off = 0
             for b in pers:
                 b.offset = off
-                off += b.numel
+                off += al(b.numel)
             peak = off
             for region in ("loop", "post"):
                 o = off
                 for b in bufs:
                     if b.region == region and b.space == "smem":
                         b.offset = o
-                        o += b.numel
+                        o += al(b.numel)
                 peak = max(peak, o)
             return peak
 
@@ -326,7 +339,7 @@ class KernelPlan:
         for b in bufs:
             if b.space == "gmem":
                 b.offset = scratch
-                scratch += b.numel
+                scratch += al(b.numel)
         return pool, scratch
 
 

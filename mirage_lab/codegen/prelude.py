@@ -10,6 +10,8 @@ numba only). The prelude defines the few bit-level helpers numba lacks:
 * ``h2f(w)``: the low 16 bits of an integer read as an fp16, widened to float32;
 * ``u2f(w)`` / ``f2u(x)``: float32 <-> int32 bit casts; ``bf2f(w)``: low 16 bits as a bf16;
 * ``f2h(x)``: float32 rounded to fp16, returned as int16 bits (outputs are int16 views).
+* ``sts4(a, i, x0..x3)`` / ``sts2(a, i, x0, x1)``: one 16- / 8-byte store of float32 values
+  (staged tiles: a thread's 8 consecutive floats in scalar stores hit one bank 8 times per warp).
 * tensor cores (``CodegenOptions(mma=True)``): ``pk16(lo, hi)`` packs two 16-bit values into
   one word; ``pkl(a, b)`` / ``pkh(a, b)`` pair the low / high halves of two words (a B
   fragment: two k rows of one column); ``mma_f16`` / ``mma_bf16(a0..a3, b0, b1, c0..c3)`` is
@@ -70,6 +72,12 @@ if SIMULATOR:
 
     def f2h(x):
         return np.array([x], dtype=np.float16).view(np.int16)[0]
+
+    def sts4(a, i, x0, x1, x2, x3):
+        a[i], a[i + 1], a[i + 2], a[i + 3] = x0, x1, x2, x3
+
+    def sts2(a, i, x0, x1):
+        a[i], a[i + 1] = x0, x1
 else:
     def _as_int(builder, v, width):
         w = v.type.width
@@ -96,6 +104,33 @@ else:
 
     ldg4 = intrinsic(_vector_load(4))
     ldg2 = intrinsic(_vector_load(2))
+
+    def _vector_store(n):
+        def typer(typingctx, arr, idx, *xs):
+            sig = types.none(arr, idx, *xs)
+
+            def codegen(context, builder, signature, args):
+                ary = context.make_array(signature.args[0])(context, builder, args[0])
+                ptr = builder.gep(ary.data, [args[1]])
+                f32t = llvm_ir.FloatType()
+                vty = llvm_ir.VectorType(f32t, n)
+                vec = llvm_ir.Constant(vty, None)
+                for k, v in enumerate(args[2:]):
+                    v = v if v.type == f32t else builder.fptrunc(v, f32t)
+                    vec = builder.insert_element(vec, v, llvm_ir.Constant(llvm_ir.IntType(32), k))
+                builder.store(vec, builder.bitcast(ptr, vty.as_pointer()), align=4 * n)
+                return context.get_dummy_value()
+
+            return sig, codegen
+        return typer
+
+    @intrinsic
+    def sts4(typingctx, arr, idx, x0, x1, x2, x3):
+        return _vector_store(4)(typingctx, arr, idx, x0, x1, x2, x3)
+
+    @intrinsic
+    def sts2(typingctx, arr, idx, x0, x1):
+        return _vector_store(2)(typingctx, arr, idx, x0, x1)
 
     @intrinsic
     def h2f(typingctx, w):
