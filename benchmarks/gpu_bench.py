@@ -96,11 +96,12 @@ def programs() -> dict[str, Program]:
 
     return {p.name: p for p in [
         Program("rmsnorm_linear_16x4096x4096", lambda: rms_norm_linear_program(16, 4096, 4096),
-                lambda: rl(16, 4096, 4096, [(128, 16), (256, 16), (128, 16, 256), (256, 16, 256), (128, 8, 256)]),
+                lambda: rl(16, 4096, 4096, [(128, 16), (256, 16), (128, 16, 256), (256, 16, 256), (128, 8, 256),
+                                              (128, 16, 512)]),
                 _randn([1.0, 1 / 64]), target_us=12.5,
                 fma_best=lambda: (rl(16, 4096, 4096, [(128, 16, 256)])[0], CodegenOptions(max_stream_acc=64))),
         Program("rmsnorm_linear_2x4096x6144", lambda: rms_norm_linear_program(2, 4096, 6144),
-                lambda: rl(2, 4096, 6144, [(192, 16), (192, 8), (384, 8), (192, 16, 256), (96, 16, 256)]),
+                lambda: rl(2, 4096, 6144, [(192, 16), (192, 8), (384, 8), (192, 16, 256), (96, 16, 256), (192, 8, 256)]),
                 _randn([1.0, 1 / 64]),
                 fma_best=lambda: (rl(2, 4096, 6144, [(192, 8)])[0], CodegenOptions(phase_words=64))),
         Program("gqa_decode_64x1x128x4096", lambda: gqa_program(64, 1, 128, 4096),
@@ -111,7 +112,7 @@ def programs() -> dict[str, Program]:
                 lambda: gq(2, 256, 64, 4096, [(8, 16, 4)]),
                 _randn([1 / 8, 0.5, 1.0])),
         Program("gated_mlp_8x4096x4096", lambda: gated_mlp_program(8, 4096, 4096),
-                lambda: mlp([(256, 16), (128, 16), (128, 16, 256), (256, 16, 256), (256, 8, 256)]),
+                lambda: mlp([(256, 16), (128, 16), (128, 16, 256), (256, 16, 256), (256, 8, 256), (128, 16, 512)]),
                 _randn([1.0, 1 / 64, 1 / 64]),
                 fma_best=lambda: (mlp([(256, 16)])[0], CodegenOptions())),
     ]}

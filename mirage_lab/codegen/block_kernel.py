@@ -113,6 +113,16 @@ class _Emitter:
         self.reg_acc: dict[int, str] = {}        # accum tensor guid -> register name prefix
         self.post_actions: list[Callable[[Src], None]] = []
         self.notes: list[str] = []
+        # sum/mean/rms accumulators of a staged loader tile's rows, summed from the load registers
+        self.fused_acc: dict[int, list["TBOp"]] = {}
+        for ch in self.p.chains:
+            op = ch.lead
+            if op.op_type != "forloop_accum" or op.attrs["acc"] not in ("sum", "mean", "rms"):
+                continue
+            ld = self.p.loader_of.get(op.inputs[0].guid)
+            if (ld is not None and ld.mode == "staged" and not ld.invariant and ld.view == "int32"
+                    and len(ld.tile) >= 2 and self.staged_prefetchable(ld)):
+                self.fused_acc.setdefault(ld.index, []).append(op)
 
     # ------------------------------------------------------------------ helpers
     def consumers(self, t: "STensor") -> list["TBOp"]:
@@ -376,15 +386,24 @@ class _Emitter:
     def store_staged(self, s: Src, ld: Loader, prefetched: bool) -> None:
         nv, nj = self.staged_vectors(ld)
         direct = [st for st in self.p.streams if st.mma and st.frag_owner and st.frag_direct is ld]
-        # a tile read only by tensor-core matmuls needs no float32 copy: its words are the A fragments
-        f32_copy = not all(c.op_type == "matmul" and (st := self.p.stream_of.get(c.guid)) is not None
-                           and st.frag_direct is ld for c in self.consumers(ld.out))
+        fused = self.fused_acc.get(ld.index, []) if prefetched else []
+        # a tile read only by tensor-core matmuls (its words are the A fragments) and by register-fused
+        # accumulators needs no float32 copy in shared memory
+        f32_copy = not all((c.op_type == "matmul" and (st := self.p.stream_of.get(c.guid)) is not None
+                            and st.frag_direct is ld) or c in fused for c in self.consumers(ld.out))
         buf = self.tbuf(ld.out, "persistent" if ld.invariant else "loop") if f32_copy else None
         self.stage(s, writes=({buf.name} if buf else set()) | {f"frag{st.frag_offset}" for st in direct})
 
-        def store(s: Src, v: str, reg: str) -> None:
+        def store(s: Src, v: str, reg: str, j: int | None = None) -> None:
+            xs = self.decode(ld, reg)
+            if fused and j is not None:  # sum / mean / rms of each row, straight from the registers
+                names = [f"xh{ld.index}_{j}_{q}" for q in range(len(xs))]
+                s("; ".join(f"{nm} = {x}" for nm, x in zip(names, xs)))
+                xs = names
+                for op in fused:
+                    terms = [f"{x} * {x}" if op.attrs["acc"] == "rms" else x for x in xs]
+                    s(f"qf{op.guid}_{j} += {' + '.join(terms)}")
             if buf is not None:
-                xs = self.decode(ld, reg)
                 n = 4 if len(xs) % 4 == 0 else 2 if len(xs) % 2 == 0 else 1
                 base = mul(v, ld.vw)
                 for h in range(0, len(xs), n):
@@ -400,9 +419,9 @@ class _Emitter:
                 v = f"tid + {self.T * j}" if j else "tid"
                 if (j + 1) * self.T > nv:
                     with s.block(f"if {v} < {nv}:"):
-                        store(s, f"({v})" if j else "tid", f"r{ld.index}_{j}")
+                        store(s, f"({v})" if j else "tid", f"r{ld.index}_{j}", j)
                 else:
-                    store(s, f"({v})" if j else "tid", f"r{ld.index}_{j}")
+                    store(s, f"({v})" if j else "tid", f"r{ld.index}_{j}", j)
         else:
             s.comment(f"load {ld.out.name} {list(ld.tile)} of in{ld.index}")
 
@@ -827,6 +846,14 @@ class _Emitter:
         nout, L, idx = self.reduce_geometry(op)
         sq = op.attrs["acc"] == "rms"
         g = op.guid
+        ld = self.p.loader_of.get(x.guid)
+        if ld is not None and op in self.fused_acc.get(ld.index, []):
+            _, nj = self.staged_vectors(ld)
+            for j in range(nj):
+                self._red_inits.append(f"qf{g}_{j} = f32(0.0)")
+            s.comment(f"{op.outputs[0].name}: {op.attrs['acc']} of {x.name} accumulated in registers as it is loaded")
+            self.post_actions.append(lambda s, ch=ch, ld=ld: self.fused_accum_post(s, ch, ld))
+            return
         s.comment(f"{op.outputs[0].name}: accumulate {op.attrs['acc']} of {x.name} over the loop")
         self.stage(s, reads={self.bufname(x)})
         term = "x * x" if sq else "x"
@@ -865,6 +892,44 @@ class _Emitter:
 
             self.per_element(s, nout, body, unroll=True, var="o")
             self.post_actions.append(lambda s, ch=ch: self.reduce_accum_post(s, ch, 0))
+
+    def fused_accum_post(self, s: Src, ch: FusionChain, ld: Loader) -> None:
+        """Per-vector register partials -> shared memory -> each row's sum (vectors row*CR .. +CR-1)."""
+        op = ch.lead
+        g = op.guid
+        nout, L, _ = self.reduce_geometry(op)
+        out_t = ch.ops[-1].outputs[0]
+        nv, nj = self.staged_vectors(ld)
+        CR = ld.tile[-1] // ld.vw
+        red = self.p.buf(f"rf{g}", nv, "post")
+        s.comment(f"{out_t.name} = finished {op.attrs['acc']} accumulator ({CR} partial sums per row)")
+        self.stage(s, writes={red.name})
+        for j in range(nj):
+            v = f"tid + {self.T * j}" if j else "tid"
+            with s.block(f"if {v} < {nv}:") if (j + 1) * self.T > nv else _nullblock():
+                s(f"{self.ref_buf(red, v)} = qf{g}_{j}")
+        self.stage(s, reads={red.name}, writes=self.sink_sets(out_t, "post"))
+
+        def body(s: Src, o: str, i: int | None) -> None:
+            s("v = f32(0.0)")
+            with s.block(f"for c in range({CR}):"):
+                s(f"v += {self.ref_buf(red, add(mul(o, CR), 'c'))}")
+            self.acc_finish(s, ch, o)
+
+        self.per_element(s, nout, body, unroll=False, var="o")
+
+    def acc_finish(self, s: Src, ch: FusionChain, e: str) -> None:
+        """``v`` holds a finished row sum: scale (mean, rms), epilogue ops, sink."""
+        op = ch.lead
+        kind = op.attrs["acc"]
+        scale = 1.0 / (self.FR * op.inputs[0].dims[-1])
+        if kind == "mean":
+            s(f"v = v * f32({scale!r})")
+        elif kind == "rms":
+            s(f"v = fsqrt(v * f32({scale!r}))")
+        for e_op in ch.ops[1:]:
+            self.apply(s, e_op)
+        self.sink(s, ch.ops[-1].outputs[0], e)
 
     def reduce_accum_post(self, s: Src, ch: FusionChain, P: int) -> None:
         op = ch.lead
