@@ -424,10 +424,13 @@ class SearchExplorer(W.VBox):
                                   f"{detail._inline_svg(svg)}</div>")
 
     def _verify_async(self, index: int) -> None:
+        shown = self.selected == index
         if index in self.verification:
-            self.verify_html.value = detail.verification_html(self.verification[index])
+            if shown:
+                self._paint_verification(index)
             return
-        self.verify_html.value = detail.verification_html(None, running=True)
+        if shown:
+            self.verify_html.value = detail.verification_html(None, running=True)
         if index in self._verify_events:
             return
         ev = self._verify_events[index] = threading.Event()
@@ -445,12 +448,18 @@ class SearchExplorer(W.VBox):
             ev.set()
             with self._lock:
                 if self.selected == index:
-                    self.verify_html.value = detail.verification_html(res, error=err)
+                    self._paint_verification(index)
 
         threading.Thread(target=work, daemon=True, name=f"mirage_lab-verify-{index}").start()
 
+    def _paint_verification(self, index: int) -> None:
+        v = self.verification[index]
+        self.verify_html.value = (detail.verification_html(None, error=v) if isinstance(v, str)
+                                  else detail.verification_html(v))
+
     def verified(self, index: int | None = None, timeout: float | None = None) -> Any:
-        """The verification result of ``index`` (default: the selected one), waiting up to ``timeout`` s."""
+        """``mi.verify.equivalent(program, candidate)`` for ``index`` (default: the selected one), waiting up to
+        ``timeout`` s; ``None`` while it runs, the error text if it could not run."""
         index = self.selected if index is None else index
         if index is None:
             raise ValueError("no candidate selected")
