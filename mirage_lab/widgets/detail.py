@@ -78,13 +78,17 @@ def drawing_svg(graph: KernelGraph, level: str) -> tuple[str | None, str]:
         return None, str(e)
 
 
-def drawing_html(graph: KernelGraph, level: str) -> str:
-    """The drawing in a scrolling box, or a readable note saying why there is none."""
-    svg, reason = drawing_svg(graph, level)
+def drawing_pane_html(svg: str | None, reason: str, graph: KernelGraph) -> str:
+    """The drawing in a scrolling box, or a note saying why there is none followed by the printed graph."""
     if svg is None:
         return (f'<div style="color:#b71c1c">Drawing unavailable: {html.escape(reason)}</div>'
                 + text_html(repr(graph)))
     return f'<div style="max-height:{PANE_MAX_HEIGHT};overflow:auto">{_inline_svg(svg)}</div>'
+
+
+def drawing_html(graph: KernelGraph, level: str) -> str:
+    """:func:`drawing_pane_html` of ``graph`` drawn at ``level``."""
+    return drawing_pane_html(*drawing_svg(graph, level), graph)
 
 
 def verification_html(result: Any | None, *, running: bool = False, error: str | None = None) -> str:

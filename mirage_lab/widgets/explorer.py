@@ -416,12 +416,7 @@ class SearchExplorer(W.VBox):
             self._svg_cache[key] = detail.drawing_svg(self.record(self.selected).graph, self.level)
         svg, reason = self._svg_cache[key]
         self.detail_svg = svg
-        if svg is None:
-            self.drawing.value = (f'<div style="color:#b71c1c">Drawing unavailable: {html.escape(reason)}</div>'
-                                  + detail.text_html(repr(self.record(self.selected).graph)))
-        else:
-            self.drawing.value = (f'<div style="max-height:{detail.PANE_MAX_HEIGHT};overflow:auto">'
-                                  f"{detail._inline_svg(svg)}</div>")
+        self.drawing.value = detail.drawing_pane_html(svg, reason, self.record(self.selected).graph)
 
     def _verify_async(self, index: int) -> None:
         shown = self.selected == index

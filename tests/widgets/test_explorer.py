@@ -167,3 +167,18 @@ def test_bad_input_fails_in_the_callers_cell():
     g.new_input(dims=(4, 4), dtype=mi.float16)
     with pytest.raises(mi.MirageLabError, match="no outputs"):
         mi.lab.explore(g)
+
+
+def test_detail_pane_without_graphviz_shows_the_reason_and_the_printed_graph(monkeypatch):
+    import mirage_lab.viz as viz
+    from mirage_lab.widgets import detail
+
+    def missing(_dot):
+        raise mi.GraphvizMissingError("Graphviz's dot program is not installed (apt-get install graphviz)")
+
+    monkeypatch.setattr(viz, "render_svg", missing)
+    g = ex.rms_norm_linear_fused(4, 256, 256, grid=8, forloop_range=4)
+    svg, reason = detail.drawing_svg(g, "block")
+    assert svg is None and "apt-get install graphviz" in reason
+    pane = detail.drawing_pane_html(svg, reason, g)
+    assert "Drawing unavailable" in pane and "forloop_range=4" in pane and "<svg" not in pane

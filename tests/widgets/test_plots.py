@@ -85,8 +85,8 @@ def test_progress_figure_from_events_stats_and_dicts():
     assert progress_figure([]).layout.annotations[0].text == "No progress recorded yet"
 
 
-@pytest.mark.parametrize("name", ["mirage_lab.viz.plots", "mirage_lab.widgets.records", "mirage_lab.widgets.table",
-                                  "mirage_lab.widgets.detail", "mirage_lab.widgets.measure"])
+@pytest.mark.parametrize("name", ["mirage_lab.lab", "mirage_lab.viz.plots", "mirage_lab.widgets.records",
+                                  "mirage_lab.widgets.table", "mirage_lab.widgets.detail", "mirage_lab.widgets.measure"])
 def test_docstring_examples(name):
     mod = importlib.import_module(name)
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
