@@ -41,7 +41,8 @@ from mirage_lab.runtime import profile as prof  # noqa: E402
 OPTION_SETS = {
     "default": [CodegenOptions()],
     "sweep": [CodegenOptions(), CodegenOptions(max_stream_acc=64), CodegenOptions(pipeline_words=32)],
-    "final": [CodegenOptions(), CodegenOptions(max_stream_acc=64), CodegenOptions(phase_words=64)],
+    "final": [CodegenOptions(), CodegenOptions(max_stream_acc=64), CodegenOptions(phase_words=64),
+              CodegenOptions(mma=True), CodegenOptions(mma=True, pipeline_words=64)],
     # tensor-core streamed matmuls, without and with the next iteration's B tile prefetched into registers
     "mma": [CodegenOptions(mma=True), CodegenOptions(mma=True, pipeline_words=64)],
     "wide": [CodegenOptions(pipeline_words=0), CodegenOptions(pipeline_words=32),

@@ -123,6 +123,13 @@ class _Emitter:
             if (ld is not None and ld.mode == "staged" and not ld.invariant and ld.view == "int32"
                     and len(ld.tile) >= 2 and self.staged_prefetchable(ld)):
                 self.fused_acc.setdefault(ld.index, []).append(op)
+        # only where it spares the tile's float32 copy (every other reader is a tensor-core matmul
+        # fed from the registers): next to a shared-memory copy it measured slower (FMA path)
+        for li, ops in list(self.fused_acc.items()):
+            ld = self.p.loaders[li]
+            if not all(c in ops or (c.op_type == "matmul" and (st := self.p.stream_of.get(c.guid)) is not None
+                                    and st.frag_direct is ld) for c in self.consumers(ld.out)):
+                del self.fused_acc[li]
 
     # ------------------------------------------------------------------ helpers
     def consumers(self, t: "STensor") -> list["TBOp"]:
