@@ -56,6 +56,12 @@ class SearchConfig:
     max_block_outputs: int = 2
     max_block_inputs: int = 3
     max_customized_ops: int = 1
+    # The last kernel op must read the unused tensors and the unread inputs; this many more
+    # inputs may join it. Mirage's own rule for customized-op inputs is "the last two
+    # tensors"; this keeps the general choice everywhere else and bounds it only here,
+    # where every extra input multiplies the roots of a subtree that is searched once per
+    # earlier kernel.
+    max_extra_final_inputs: int = 0
     smem_limit: int = 96 * 1024
     min_blocks: int = 32
     max_blocks: int = 4096
@@ -137,7 +143,11 @@ class SearchConfig:
         if ranks in ({2}, {3}):
             out.append((input_dims[0][0], 1, 1))
         seen: set = set()
-        return [g for g in out if not (g in seen or seen.add(g))]
+        out = [g for g in out if not (g in seen or seen.add(g))]
+        # Grids that use more axes first, then more blocks: they are where fused kernels
+        # (one block per output tile, a split reduction on another axis) live, so
+        # candidates come out earlier. The order never changes what the search finds.
+        return sorted(out, key=lambda g: (-sum(1 for d in g if d > 1), -(g[0] * g[1] * g[2])))
 
     def imap_candidates(self) -> tuple[tuple[int, int, int], ...]:
         if self.imaps is not None:

@@ -19,13 +19,15 @@ class SearchStats:
     pruned_dedup: int = 0        # states dropped as duplicates (same fingerprints and shapes)
     pruned_other: int = 0        # refused by shape, smem or limit checks
     fingerprint_tests: int = 0   # kernel-level states checked against the target's fingerprints
+    reused: int = 0              # kernel states whose continuations were replayed from memory
     candidates: int = 0
     subtrees_done: int = 0
     subtrees_total: int = 0
     elapsed: float = 0.0
 
     def add(self, other: "SearchStats") -> None:
-        for k in ("states", "pruned_expr", "pruned_dedup", "pruned_other", "fingerprint_tests", "subtrees_done"):
+        for k in ("states", "pruned_expr", "pruned_dedup", "pruned_other", "fingerprint_tests", "reused",
+                  "subtrees_done"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
 
     def as_dict(self) -> dict[str, Any]:

@@ -119,6 +119,9 @@ class Target:
         self.input_exprs = [exprs[t.guid] for t in graph.inputs]
         self.output_exprs = [exprs[t.guid] for t in graph.outputs]
         self.oracle = oracle or SubexprOracle(self.output_exprs)
+        from ..expr.terms import variables
+
+        self.needed_inputs = sorted(set().union(*(variables(e) for e in self.output_exprs)))
         self.clamp_bounds = sorted({(op.attrs["lo"], op.attrs["hi"]) for op in graph.ops if op.op_type == "clamp"})
         self.output_keys = [(d, fp.tobytes()) for d, fp in zip(self.output_dims, self.outputs_fp)]
 
@@ -151,6 +154,9 @@ class Generator:
         self._last_poll = time.monotonic()
         self._expr_memo: dict[Any, bool] = {}
         self._restrict: tuple | None = None
+        self.cont_memo: dict[tuple, list] = {}
+        self.hits: list[Hit] = []
+        self.seen_kernel: set = set()
         self._block_expr_memo: dict[tuple, Any] = {}
 
     # ----------------------------------------------------------------- tasks
@@ -249,7 +255,27 @@ class Generator:
             return
         if self._verify_state(nodes, ops):
             return
+        # Below a kernel state, the search depends only on the state's tensors, the last op's
+        # canonical key and the ops used: a state reached again (often from another
+        # customized op that computes the same tensors) replays the continuations found
+        # the first time instead of searching them again. Dedup is scoped to the subtree so
+        # that what is memoized does not depend on which task got there first.
+        n_in = len(self.t.input_dims)
+        mkey = (tuple(n.key() for n in nodes[n_in:]), self._last_key(ops), len(ops),
+                sum(1 for op in ops if op[0] == "customized"))
+        memo = self.cont_memo.get(mkey)
+        if memo is not None:
+            self.stats.reused += 1
+            for suffix, perm, leaves in memo:
+                self._record(Hit(list(ops) + list(suffix), perm, leaves))
+            return
+        start = len(self.hits)
+        saved_seen, self.seen_kernel = self.seen_kernel, set()
+        self._expand_kernel_state(nodes, ops)
+        self.seen_kernel = saved_seen
+        self.cont_memo[mkey] = [(tuple(h.ops[len(ops):]), h.output_perm, h.leaves) for h in self.hits[start:]]
 
+    def _expand_kernel_state(self, nodes: list[Node], ops: list[tuple]) -> None:
         left = self.cfg.max_kernel_ops - len(self.t.input_dims) - len(ops)
         if left <= 0:
             return
@@ -282,11 +308,13 @@ class Generator:
             return False
         if not record:
             return True
-        hit = Hit(list(ops), perm, tuple(leaves))
+        self._record(Hit(list(ops), perm, tuple(leaves)))
+        return True
+
+    def _record(self, hit: Hit) -> None:
         self.stats.candidates += 1
         self.hits.append(hit)
         self.on_hit(hit)
-        return True
 
     def _last_key(self, ops: list[tuple] | None) -> tuple | None:
         if not ops:
@@ -294,9 +322,32 @@ class Generator:
         op = ops[-1]
         return order_key(op[1], op[0])
 
+    def _min_leaf_use(self, nodes: list[Node], ops: list[tuple] | None) -> tuple[set[int], int]:
+        """The unused tensors, and how many of them the next op must consume.
+
+        After the next op (at least one output) the ops left must still be able to merge
+        the unused tensors down to the target's outputs; the last op, say, must consume all
+        but those. This is what keeps a second customized op from starting on anything but
+        the first one's outputs.
+        """
+        ops = ops or []
+        leaves = set(self._leaves(nodes, ops))
+        left = self.cfg.max_kernel_ops - len(self.t.input_dims) - len(ops)
+        if left == 1:
+            # The last op must also read every input the outputs depend on that is still unread.
+            used = {i for op in ops for i in op[1]}
+            leaves |= {i for i in self.t.needed_inputs if i not in used}
+        customs = sum(1 for op in ops if op[0] == "customized")
+        merge = max(1, self.cfg.max_block_inputs - 1) if customs < self.cfg.max_customized_ops else 1
+        need = len(leaves) + 1 - len(self.t.output_dims) - (left - 1) * merge
+        if left == 1:
+            need = max(need, len(leaves) - len(self.t.output_dims) + 1, len(leaves - set(self._leaves(nodes, ops))))
+        return leaves, max(0, need)
+
     def _kernel_op_choices(self, nodes: list[Node], ops: list[tuple] | None) -> Iterator[tuple]:
         last = self._last_key(ops)
         n = len(nodes)
+        leaves, need = self._min_leaf_use(nodes, ops)
         for typ in self.cfg.kernel_ops:
             if typ in UNARY:
                 cands: Iterator[tuple[int, ...]] = ((i,) for i in range(n))
@@ -304,6 +355,8 @@ class Generator:
                 cands = itertools.product(range(n), repeat=2)
             for ins in cands:
                 if last is not None and order_key(ins, typ) <= last:
+                    continue
+                if need and len(leaves.intersection(ins)) < need:
                     continue
                 if typ == "clamp":
                     for lo, hi in self.t.clamp_bounds:
@@ -353,9 +406,17 @@ class Generator:
         cfg = self.cfg
         last = self._last_key(ops)
         n = len(nodes)
-        for size in range(1, min(cfg.max_block_inputs, n) + 1):
+        leaves, need = self._min_leaf_use(nodes, ops)
+        last_op = cfg.max_kernel_ops - len(self.t.input_dims) - len(ops or []) == 1
+        # Larger input sets first: fusing more of the program in one kernel is where the
+        # fast candidates are, so they come out early (the order does not change the set).
+        for size in range(min(cfg.max_block_inputs, n), 0, -1):
             for ins in itertools.combinations(range(n), size):
                 if last is not None and order_key(ins, "customized") <= last:
+                    continue
+                if need and len(leaves.intersection(ins)) < need:
+                    continue
+                if last_op and len(set(ins) - leaves) > cfg.max_extra_final_inputs:
                     continue
                 dims = [nodes[i].dims for i in ins]
                 for grid in cfg.grid_candidates(dims):
@@ -365,7 +426,40 @@ class Generator:
                                 if self._loader_smem(dims, grid, imaps, fmaps, fr) > cfg.smem_limit:
                                     self.stats.pruned_other += 1
                                     continue
+                                if last_op and not self._final_tiles_reachable(dims, grid, imaps, fmaps, fr):
+                                    self.stats.pruned_other += 1
+                                    continue
                                 yield BlockRoot(ins, grid, imaps, fmaps, fr)
+
+    def _final_tiles_reachable(self, dims: list, grid: tuple, imaps: tuple, fmaps: tuple, fr: int) -> bool:
+        """For the last kernel op: can some output map give a target output's shape?
+
+        Block ops never make a tile dim larger than the largest loader tile dim at that
+        position (matmul takes rows from A and columns from B, broadcasting takes the max),
+        except reductions (1) and the fold to ``reduction_dimx`` (last dim). So the tile each
+        block must write, the target's output dims divided along the mapped grid axes, has
+        to fit under those bounds.
+        """
+        tiles = [_tile(d, grid, m, f, fr) for d, m, f in zip(dims, imaps, fmaps)]
+        for out in self.t.output_dims:
+            rank = len(out)
+            bound = [max((t[k] for t in tiles if len(t) == rank), default=0) for k in range(rank)]
+            for om in self.cfg.omap_candidates():
+                om = normalize_map(om, grid)
+                if any(grid[a] > 1 and not 0 <= om[a] < rank for a in range(3)):
+                    continue
+                tile = list(out)
+                ok = True
+                for a in range(3):
+                    if om[a] >= 0:
+                        if tile[om[a]] % grid[a]:
+                            ok = False
+                            break
+                        tile[om[a]] //= grid[a]
+                if ok and all(tile[k] <= bound[k] or tile[k] == 1 or (k == rank - 1 and tile[k] == self.cfg.reduction_dimx)
+                              for k in range(rank)):
+                    return True
+        return False
 
     def _imap_combos(self, dims: list[tuple[int, ...]], grid: tuple[int, int, int]) -> Iterator[tuple]:
         per_input = []

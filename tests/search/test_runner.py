@@ -1,0 +1,162 @@
+"""Streaming, cancel, executors (local pool, Dask) and checkpoints of a running search."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mirage_lab import examples as ex
+from mirage_lab.search import (CancelToken, CandidateFound, CheckpointError, Finished, Progress, run_search,
+                               search)
+
+from .helpers import SMALL, small_program
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _hashes(cands):
+    return sorted(c.content_hash() for c in cands)
+
+
+def test_events_arrive_while_the_search_runs():
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    t0 = time.monotonic()
+    seen = []
+    for ev in search(g, workers=2, progress_interval=0.05, max_kernel_ops=4):
+        seen.append((time.monotonic() - t0, ev))
+    end = seen[-1][0]
+    assert isinstance(seen[-1][1], Finished)
+    progress = [(t, e) for t, e in seen if isinstance(e, Progress)]
+    first_cand = next(t for t, e in seen if isinstance(e, CandidateFound))
+    assert first_cand < end * 0.8, "candidates must stream as found, not at the end"
+    states = [e.stats.states for _, e in progress]
+    assert len(progress) >= 5 and states == sorted(states) and states[-1] > states[0]
+    assert progress[len(progress) // 2][1].stats.states < seen[-1][1].stats.states
+
+
+def test_same_candidates_with_one_worker_many_workers_and_dask():
+    distributed = pytest.importorskip("distributed")
+    g = small_program()
+    one = run_search(g, workers=1, **SMALL)
+    two = run_search(g, workers=2, **SMALL)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
+            distributed.Client(cl) as client:
+        dask = run_search(g, executor=client, **SMALL)
+    assert one.candidates and _hashes(one.candidates) == _hashes(two.candidates) == _hashes(dask.candidates)
+
+
+def test_cancel_ends_within_a_second_and_keeps_candidates():
+    g = ex.rms_norm_linear_program(4, 256, 256)   # a search of ~40 s
+    token = CancelToken()
+    cands, final, t_cancel = [], None, None
+    for ev in search(g, workers=2, cancel=token):
+        if isinstance(ev, CandidateFound):
+            cands.append(ev.graph)
+            if t_cancel is None:
+                token.cancel()
+                t_cancel = time.monotonic()
+        elif isinstance(ev, Finished):
+            final = ev
+    assert final is not None and final.cancelled
+    assert time.monotonic() - t_cancel < 1.5
+    assert final.candidates and _hashes(final.candidates) == _hashes(cands)
+
+
+def test_cancel_from_another_thread():
+    g = ex.rms_norm_linear_program(4, 256, 256)
+    token = CancelToken()
+    threading.Timer(2.0, token.cancel).start()
+    t0 = time.monotonic()
+    events = list(search(g, workers=1, cancel=token))
+    assert isinstance(events[-1], Finished) and events[-1].cancelled
+    assert time.monotonic() - t0 < 4.0
+
+
+RESUME_SCRIPT = textwrap.dedent("""
+    import sys
+    from mirage_lab import examples as ex
+    from mirage_lab.search import run_search
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    run_search(g, workers=2, checkpoint=sys.argv[1], max_kernel_ops=4)
+""")
+
+
+def _checkpoint_records(path):
+    recs = []
+    for ln in Path(path).read_text().split("\n")[1:]:
+        try:
+            recs.append(json.loads(ln))
+        except json.JSONDecodeError:
+            pass
+    return recs
+
+
+def test_resume_after_sigkill_redoes_nothing_and_loses_nothing(tmp_path):
+    cp = tmp_path / "search.ckpt"
+    proc = subprocess.Popen([sys.executable, "-c", RESUME_SCRIPT, str(cp)], cwd=ROOT, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        if cp.exists():
+            recs = _checkpoint_records(cp)
+            if sum("candidate" in r for r in recs) >= 2 and sum("done" in r for r in recs) >= 100:
+                break
+        assert proc.poll() is None, "the search ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)   # the search and its workers, at once
+    proc.wait()
+    before = _checkpoint_records(cp)
+    done_before = {r["done"] for r in before if "done" in r}
+    cands_before = {json.loads(r["candidate"])["kernel_graph"]["ops"].__repr__() for r in before if "candidate" in r}
+    assert done_before and cands_before
+
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    events = list(search(g, workers=2, checkpoint=cp, max_kernel_ops=4))
+    fin = events[-1]
+    assert isinstance(fin, Finished) and not fin.cancelled
+    assert fin.resumed_subtrees == len(done_before)
+    resumed = [e for e in events if isinstance(e, CandidateFound) and e.info.get("resumed")]
+    assert len(resumed) >= 1
+    # Nothing finished is run again: the new run's done records are exactly the rest.
+    after = _checkpoint_records(cp)
+    done_after = [r["done"] for r in after if "done" in r]
+    assert len(done_after) == len(set(done_after)) == fin.stats.subtrees_total
+    # And nothing is lost: the same candidates as a search that was never interrupted.
+    fresh = run_search(g, workers=2, max_kernel_ops=4)
+    assert _hashes(fin.candidates) == _hashes(fresh.candidates)
+
+
+def test_checkpoint_of_another_program_or_corrupt_is_refused(tmp_path):
+    cp = tmp_path / "a.ckpt"
+    g = small_program()
+    list(search(g, workers=1, checkpoint=cp, **SMALL))
+    other = ex.rms_norm_linear_program(4, 64, 128)
+    with pytest.raises(CheckpointError, match="another program"):
+        list(search(other, workers=1, checkpoint=cp, **SMALL))
+    with pytest.raises(CheckpointError, match="other settings"):
+        list(search(g, workers=1, checkpoint=cp, max_kernel_ops=4))
+    bad = tmp_path / "bad.ckpt"
+    bad.write_text("not json at all\n")
+    with pytest.raises(CheckpointError, match="not a mirage_lab search checkpoint"):
+        list(search(g, workers=1, checkpoint=bad, **SMALL))
+    lines = cp.read_text().split("\n")
+    lines[2] = "{garbage"
+    bad.write_text("\n".join(lines))
+    with pytest.raises(CheckpointError, match="corrupt"):
+        list(search(g, workers=1, checkpoint=bad, **SMALL))
+
+
+def test_a_finished_checkpoint_replays_without_searching(tmp_path):
+    cp = tmp_path / "done.ckpt"
+    g = small_program()
+    first = run_search(g, workers=1, checkpoint=cp, **SMALL)
+    again = list(search(g, workers=1, checkpoint=cp, **SMALL))
+    fin = again[-1]
+    assert fin.resumed_subtrees == first.stats.subtrees_total
+    assert _hashes(fin.candidates) == _hashes(first.candidates)

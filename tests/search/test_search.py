@@ -1,0 +1,81 @@
+"""The search finds the known fused μGraphs, and every candidate is really equivalent."""
+import pytest
+import torch
+
+import mirage_lab as mi
+from mirage_lab import examples as ex
+from mirage_lab.search import NoCandidateError, SearchInputError, run_search, static_cost
+
+from .helpers import SMALL, small_program
+
+
+def _float_check(program, cand, scale=1.0, rel=None):
+    ins = [torch.randn(t.dims, dtype=torch.float64) * scale for t in program.inputs]
+    want = mi.run_reference(program, ins)
+    got = mi.run_reference(cand, ins)
+    for w, g in zip(want, got):
+        assert float((g - w).norm() / w.norm()) < 1e-9
+
+
+def test_finds_fused_rms_norm_linear_and_all_candidates_are_equivalent():
+    g = small_program()
+    res = run_search(g, workers=1, **SMALL)
+    assert res.candidates, res.stats
+    best = res.best
+    assert static_cost(best).kernels == 1
+    (op,) = best.customized_ops
+    kinds = [o.op_type for o in op.block_graph.ops]
+    assert "matmul" in kinds
+    for c in res.candidates:
+        assert mi.verify.equivalent(g, c, tests=3, seed=123)
+        _float_check(g, c)
+    # The division after the matmul's accumulation (Mirage's RMSNorm μGraph) is among them.
+    def div_after_loop(c):
+        bg = c.customized_ops[0].block_graph
+        return any(o.op_type == "div" and o.outputs[0].after_accum for o in bg.ops) and \
+            any(o.op_type == "forloop_accum" and o.attrs["acc"] == "rms" for o in bg.ops)
+    assert any(div_after_loop(c) for c in res.candidates)
+
+
+def test_finds_single_kernel_gated_mlp():
+    g = ex.gated_mlp_program(4, 64, 64)
+    # Mirage-style overrides narrow the space the way a user would: X replicated, W split by columns.
+    res = run_search(g, workers=2, max_kernel_ops=4, imaps=[(-1, -1, -1), (1, -1, -1)], franges=[4])
+    one = [c for c in res.candidates if static_cost(c).kernels == 1]
+    assert one, res.stats
+    for c in one[:3]:
+        _float_check(g, c)
+
+
+def test_superoptimize_returns_best_with_result_attached():
+    g = small_program()
+    best = g.superoptimize(workers=1, **SMALL)
+    assert best.search_result.candidates[0] is not None
+    assert static_cost(best) == min(best.search_result.costs)
+
+
+def test_no_candidate_gives_a_clear_error():
+    g = small_program()
+    with pytest.raises(NoCandidateError, match="found no equivalent"):
+        g.superoptimize(workers=1, max_kernel_ops=3, max_block_ops=3)
+
+
+def test_bad_programs_are_refused():
+    g = mi.new_kernel_graph()
+    g.new_input((4, 4))
+    with pytest.raises(SearchInputError, match="no outputs"):
+        list(g.search())
+    f = ex.rms_norm_linear_fused(4, 64, 64, grid=4, forloop_range=4)
+    with pytest.raises(SearchInputError, match="customized"):
+        list(f.search())
+
+
+def test_dedup_prunes_without_losing_candidates():
+    g = small_program()
+    with_dedup = run_search(g, workers=1, **SMALL)
+    without = run_search(g, workers=1, dedup=False, **SMALL)
+    assert with_dedup.stats.pruned_dedup > 0 and without.stats.pruned_dedup == 0
+    assert with_dedup.stats.states < without.stats.states
+    hashes = lambda r: {c.content_hash() for c in r.candidates}  # noqa: E731
+    assert hashes(with_dedup) <= hashes(without)
+    assert any(static_cost(c).kernels == 1 for c in with_dedup.candidates)
