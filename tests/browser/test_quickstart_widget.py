@@ -155,7 +155,10 @@ def test_notebook_runs_and_the_widget_shows_a_selected_candidate(page):
     ex = _explorer(page)
     ex.wait_for(timeout=90_000)
     # The search ends (the widget's status), and the notebook's last cell prints.
-    ex.locator('.mlab-status[data-state="finished"]').wait_for(timeout=180_000)
+    end = ex.locator('.mlab-status[data-state="finished"], .mlab-status[data-state="error"], '
+                     '.mlab-status[data-state="stopped"]')
+    end.wait_for(state="attached", timeout=180_000)
+    assert end.get_attribute("data-state") == "finished", end.text_content()
     last = page.locator(".jp-Notebook .jp-CodeCell").last.locator(".jp-OutputArea-output")
     last.filter(has_text="No GPU here").wait_for(state="attached", timeout=120_000)
     errors = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"]')
@@ -180,7 +183,7 @@ def test_notebook_runs_and_the_widget_shows_a_selected_candidate(page):
     page.screenshot(path=str(ARTIFACTS / "quickstart_notebook.png"))
 
 
-def test_clicking_a_row_and_the_level_switch_update_the_detail_pane(page):
+def test_clicking_a_row_the_level_switch_and_export(page, lab):
     ex = _explorer(page)
     ex.scroll_into_view_if_needed()
     rows = ex.locator(".mlab-row")
@@ -204,6 +207,11 @@ def test_clicking_a_row_and_the_level_switch_update_the_detail_pane(page):
     ex.locator(".mlab-detail .widget-toggle-button", has_text="block").click()
     page.wait_for_function("(el) => el.innerHTML.includes('accum')", arg=pane, timeout=20_000)
     page.locator(".mlab-detail").first.locator("text=✓ equivalent").wait_for(timeout=60_000)
+    # Export writes the selected candidate next to the notebook (the kernel's working directory).
+    ex.locator("button", has_text="Export").click()
+    ex.locator("text=✓ wrote").wait_for(timeout=30_000)
+    written = lab["root"] / f"mirage_candidate_{pick[0]}_"
+    assert [p for p in lab["root"].glob(written.name + "*.py") if "def forward(" in p.read_text()]
 
     ex.scroll_into_view_if_needed()
     ex.screenshot(path=str(ARTIFACTS / "quickstart_widget.png"))
