@@ -43,7 +43,8 @@ PLOT_WIDTH = 520  # px: FigureWidget does not follow its container's width; this
 _STAT_CARDS = [  # (SearchStats field or derived key, label)
     ("states", "states"), ("rate", "states/s"), ("pruned_expr", "pruned · expression"),
     ("pruned_dedup", "pruned · dedup"), ("pruned_other", "pruned · shape/limits"),
-    ("fingerprint_tests", "fingerprint tests"), ("candidates", "candidates"), ("elapsed", "elapsed"),
+    ("fingerprint_tests", "fingerprint tests"), ("reused", "memo replays"), ("candidates", "candidates"),
+    ("elapsed", "elapsed"),
 ]
 
 
@@ -284,8 +285,11 @@ class SearchExplorer(W.VBox):
         vals = {k: getattr(s, k, 0) for k, _ in _STAT_CARDS if hasattr(s, k)}
         vals["candidates"] = len(self.candidates)
         vals["rate"] = self._rate()
+        vals.setdefault("elapsed", 0.0)
         cards = []
         for key, label in _STAT_CARDS:
+            if key not in vals:  # a counter this version of the search does not keep
+                continue
             v = vals.get(key, 0)
             text = f"{v:.1f} s" if key == "elapsed" else f"{v:,.0f}"
             cards.append(f'<div class="mlab-stat" data-stat="{key}" style="border:1px solid #e0e0e0;'

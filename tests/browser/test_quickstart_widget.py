@@ -169,7 +169,7 @@ def test_notebook_runs_and_the_widget_shows_a_selected_candidate(page):
     rows = ex.locator(".mlab-row")
     assert rows.count() >= 2
     stats = ex.locator(".mlab-stat")
-    assert stats.count() == 8 and int(ex.locator('[data-stat="states"]').text_content()[len("states"):]
+    assert stats.count() >= 8 and int(ex.locator('[data-stat="states"]').text_content()[len("states"):]
                                       .replace(",", "")) > 0
     # select_best() in the notebook selected a candidate; its drawing and code are shown.
     title = ex.locator(".mlab-detail").first.text_content()
