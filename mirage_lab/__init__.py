@@ -15,6 +15,8 @@ from .viz import draw
 from . import expr, verify  # noqa: E402  (subpackages: mi.verify.equivalent, mi.expr.abstract)
 from . import runtime  # noqa: E402  (mi.runtime.compile, mi.runtime.export; numba loads only with a kernel)
 from . import lab  # noqa: E402  (mi.lab.explore: the search widget; ipywidgets load on first use)
+from . import search  # noqa: E402  (mi.search.search / run_search; the search API)
+from .search import superoptimize  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -22,4 +24,5 @@ __all__ = [
     "MirageLabError", "GraphBuildError", "SerializationError", "ReferenceRunError", "GraphvizMissingError",
     "new_kernel_graph", "new_threadblock_graph", "KernelGraph", "BlockGraph", "ThreadGraph", "DTensor", "STensor",
     "DType", "float16", "bfloat16", "float32", "run_reference", "from_json", "load", "save", "draw", "MIME_TYPE",
+    "superoptimize", "search", "verify", "expr", "runtime", "lab",
 ]

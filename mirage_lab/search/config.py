@@ -77,6 +77,7 @@ class SearchConfig:
     block_ops: tuple[str, ...] = BLOCK_OPS
     block_accums: tuple[str | None, ...] = BLOCK_ACCUMS
     two_d_grids: bool = False
+    generate_grids: bool = True        # False: only the user's griddims (Mirage always adds its own)
     search_tests: int = 1              # random tests per fingerprint inside the search
     verify_tests: int = 2              # random tests to confirm a candidate
     seed: int = 0
@@ -121,6 +122,8 @@ class SearchConfig:
     def grid_candidates(self, input_dims: Sequence[Sequence[int]]) -> list[tuple[int, int, int]]:
         """Grid dims to try for a customized op over inputs of these shapes (dim_strategy.cc)."""
         grids: list[tuple[int, int, int]] = list(self.griddims or ())
+        if not self.generate_grids:
+            return grids
         distinct = sorted({d for dims in input_dims for d in dims})
         for d in distinct:
             for x in GRID_DIVISORS:

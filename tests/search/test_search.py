@@ -79,3 +79,28 @@ def test_dedup_prunes_without_losing_candidates():
     hashes = lambda r: {c.content_hash() for c in r.candidates}  # noqa: E731
     assert hashes(with_dedup) <= hashes(without)
     assert any(static_cost(c).kernels == 1 for c in with_dedup.candidates)
+
+
+def test_flashdecoding_gqa_is_found_below_its_root():
+    # The full attention search is long on 2 cores (benchmarks/search_bench.py times it on 16);
+    # here the generator explores, from scratch, the one subtree that starts with the
+    # FlashDecoding tiling (grid (2,16,4); Q split by z, K and V by y and looped): it must
+    # build both kernels itself (exp, partial sums, then sum / sum_todimx and the division).
+    from mirage_lab.search.config import SearchConfig
+    from mirage_lab.search.build import build_graph
+    from mirage_lab.search.generator import BlockRoot, Generator, Target, Task
+
+    g = ex.gqa_program(2, 32, 64, 256)
+    cfg = SearchConfig.from_args("attention")
+    gen = Generator(Target(g, cfg), cfg)
+    root = BlockRoot((0, 1, 2), (2, 16, 4), ((0, -1, 1), (0, 2, -1), (0, 1, -1)), (-1, 2, 1), 4)
+    hits = gen.run_task(Task(0, "block", root))
+    assert hits, gen.stats
+    for h in hits:
+        c = build_graph(g, h.ops, h.leaves, h.output_perm)
+        assert len(c.customized_ops) == 2
+        assert mi.verify.equivalent(g, c, tests=3, seed=7)
+        _float_check(g, c, scale=0.1)
+        k1, k2 = c.customized_ops
+        assert any(o.op_type == "exp" for o in k1.block_graph.ops)
+        assert any(o.op_type == "forloop_accum" and o.attrs["acc"] == "sum_todimx" for o in k2.block_graph.ops)
