@@ -635,6 +635,12 @@ class Generator:
                 self._block_expr_memo[ekey] = expr
             if not self._expr_ok(expr):
                 return
+            # Shared memory first: it is cheap to check and refuses the tiles that would also
+            # make the fingerprint arrays (all blocks x iterations) too large to hold.
+            if _tile_bytes(dims, self.t.dtype.itemsize) > self.cfg.smem_limit or \
+                    _fp_elements(typ, a.fp.shape, b.fp.shape if b is not None else None) > MAX_FP_ELEMENTS:
+                self.stats.pruned_other += 1
+                return
             # The same op on the same tiles recurs across branches of one root: compute it once.
             mkey = (typ, attrs, a.key(), b.key() if b else None)
             hit = self.fp_memo.get(mkey)
@@ -713,6 +719,28 @@ class Generator:
 
 
 # --------------------------------------------------------------------------- shapes and fingerprints
+#: The search holds each block tensor for every block and iteration at once; one that would
+#: exceed this many elements (128 MiB of uint16) is not explored (counted in pruned_other).
+#: With a 96 KB tile this still allows 2**26 / 48K = 1365 (block, iteration) pairs of it.
+MAX_FP_ELEMENTS = 1 << 26
+
+
+def _tile_bytes(dims: Sequence[int], itemsize: int) -> int:
+    n = itemsize
+    for d in dims:
+        n *= d
+    return n
+
+
+def _fp_elements(typ: str, a: tuple, b: tuple | None) -> int:
+    if b is None:
+        return int(np.prod(a))
+    if typ == "matmul":
+        lead = np.broadcast_shapes(a[:-2], b[:-2])
+        return int(np.prod(lead)) * a[-2] * b[-1]
+    return int(np.prod(np.broadcast_shapes(a, b)))
+
+
 def _tile(dims: Sequence[int], grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> tuple[int, ...]:
     t = list(dims)
     for a in range(3):
