@@ -28,7 +28,7 @@ from .errors import MirageLabError
 from .interp import run_reference
 from .ir import KernelGraph, float16, new_kernel_graph
 from .ir.shapes import fmt
-from .report import CandidateSection, CheckResult, ProgramSection, write_report
+from .report import CandidateSection, CheckResult, MeasurementsSection, ProgramSection, write_report
 
 Log = Callable[[str], None]
 
@@ -100,13 +100,65 @@ def check_candidate(program: KernelGraph, candidate: KernelGraph, *, seed: int =
     return checks
 
 
-def candidates_for(program: KernelGraph, shape: DemoShape, log: Log) -> Iterator[CandidateSection]:
-    """The candidate μGraphs for ``program``.
+def searched_candidates(shape: DemoShape, log: Log, *, seconds: float, workers: int | None,
+                        full_search: bool, keep: int = 3) -> tuple[KernelGraph, list[CandidateSection], object]:
+    """Run the real search and turn its best candidates (by static cost) into report sections.
 
-    Today: the hand-written μGraph Mirage found (MIRAGE_SPEC §7). The search plugs in here:
-    each ``CandidateFound`` event of ``program.search()`` becomes one more section, with the
-    search's statistics in ``info``.
+    The search runs on a CPU-sized version of the program (X[4,256]·W[256,256]) unless
+    ``full_search``: the full shape's search takes minutes even on 16 cores. It prints
+    progress while it runs and stops at ``seconds`` (candidates found so far are kept).
     """
+    from .search import CancelToken, CandidateFound, Finished, Progress, SearchResult, search, static_cost
+
+    prog = seed_program(shape.batch_size, shape.output_dim, shape.hidden) if full_search else seed_program(4, 256, 256)
+    x, w = (t.dims for t in prog.inputs)
+    log(f"search: rms_norm(X{fmt(x)}) @ W{fmt(w)} from scratch, default settings"
+        f"{'' if full_search else ' (CPU-sized shapes; --full-search for the seed shapes)'}, stop after {seconds:.0f}s")
+    token = CancelToken()
+    t0 = time.perf_counter()
+    last = -10.0
+    cands: list[KernelGraph] = []
+    final = None
+    for ev in search(prog, workers=workers, cancel=token):
+        now = time.perf_counter() - t0
+        if isinstance(ev, Progress) and now - last >= 5:
+            last = now
+            st = ev.stats
+            log(f"search: {st.states} states, pruned {st.pruned_expr} by expression and {st.pruned_dedup} as duplicates, "
+                f"{st.fingerprint_tests} fingerprint tests, {st.candidates} candidates, "
+                f"{st.subtrees_done}/{st.subtrees_total} subtrees")
+        elif isinstance(ev, CandidateFound):
+            cands.append(ev.graph)
+            c = static_cost(ev.graph)
+            log(f"search: candidate {ev.index}: {c.kernels} kernel(s), ~{c.bytes / 1e6:.2f} MB moved")
+        elif isinstance(ev, Finished):
+            final = ev
+        if now > seconds and not token.is_set():
+            token.cancel()
+    assert final is not None
+    st = final.stats
+    log(f"search: {'stopped' if final.cancelled else 'finished'} after {time.perf_counter() - t0:.1f}s: "
+        f"{st.states} states, {len(cands)} candidates")
+    result = SearchResult(prog, cands, [static_cost(c) for c in cands], st, final.cancelled)
+    sections = []
+    for rank, g in enumerate(result.ranked()[:keep]):
+        c = static_cost(g)
+        bgs = [op.block_graph for op in g.customized_ops]
+        sections.append(CandidateSection(
+            title=f"search candidate #{rank + 1} by static cost, X{fmt(x)}·W{fmt(w)}",
+            graph=g,
+            description="Found by mirage_lab's search from the plain program, verified by finite-field "
+                        "fingerprints; ranked by (kernels, estimated bytes moved).",
+            info={"source": "mi.search.search (default settings)", "kernels": c.kernels,
+                  "estimated bytes moved": c.bytes, "grids": [b.grid_dim for b in bgs],
+                  "forloop ranges": [b.forloop_range for b in bgs],
+                  "search": f"{st.states} states, {st.pruned_expr} pruned by expression, {st.pruned_dedup} as "
+                            f"duplicates, {st.fingerprint_tests} fingerprint tests"}))
+    return prog, sections, result
+
+
+def candidates_for(program: KernelGraph, shape: DemoShape, log: Log) -> Iterator[CandidateSection]:
+    """The hand-written μGraph Mirage found (MIRAGE_SPEC §7), as a reference section."""
     fused = examples.rms_norm_linear_fused(shape.batch_size, shape.hidden, shape.output_dim)
     bg = fused.customized_ops[0].block_graph
     log(f"candidate: hand-written fused μGraph, 1 customized op, grid {bg.grid_dim}, "
@@ -123,8 +175,36 @@ def candidates_for(program: KernelGraph, shape: DemoShape, log: Log) -> Iterator
     )
 
 
+def gpu_measurements(result: object, out_dir: Path, log: Log) -> MeasurementsSection:
+    """On a CUDA machine: compile, check and time the candidates and the torch baselines; export the fastest."""
+    from .runtime import export
+    from .search.superoptimize import measure_candidates
+
+    if not torch.cuda.is_available():
+        log("gpu: no CUDA GPU here: kernels are not compiled or timed (the report says so)")
+        return MeasurementsSection("no GPU", ["contender", "median µs"], [],
+                                   notes="No CUDA GPU on this machine: generated kernels are compiled and timed "
+                                         "only on a GPU (see benchmarks/RESULTS.md for recorded H100/H200 runs).")
+    log("gpu: compiling, checking and timing the candidates and the torch baselines")
+    sel = measure_candidates(result, max_measured=4)
+    m = result.measurements
+    rows = [[f"baseline: {k}", round(v["median_us"], 1)] for k, v in m["baselines"].items() if "python" not in k]
+    for c in m["candidates"]:
+        t = c.get("cuda_graph")
+        rows.append([f"candidate {c['candidate']} [{c['options']}]",
+                     round(t["median_us"], 1) if t else c.get("error")])
+    rows.append(["memory floor (bytes / 3.0 TB/s)", round(m["floor_us"], 1)])
+    if sel.best is not None:
+        path = export(sel.best.graph, out_dir / "fastest_kernel.py", latency_us=sel.best.median_us,
+                      options=sel.best.options)
+        log(f"gpu: fastest candidate {sel.best.median_us:.1f} µs; exported to {path}")
+    return MeasurementsSection(torch.cuda.get_device_name(), ["contender", "median µs (CUDA graph)"], rows,
+                               notes="CUDA events after warm-up, median, inputs rotated so weights come from HBM.")
+
+
 def run_demo(out_dir: str | Path = "reports", *, full: bool = False, seed: int = 0, log: Log = print,
-             shapes: Sequence[DemoShape] | None = None) -> tuple[Path, bool]:
+             shapes: Sequence[DemoShape] | None = None, search_seconds: float = 0.0, workers: int | None = None,
+             full_search: bool = False) -> tuple[Path, bool]:
     """The demo job; returns the report's path and whether every check passed.
 
     ``shapes`` overrides the benchmark shapes (``QUICK_SHAPES``, or ``FULL_SHAPES`` with ``full``).
@@ -157,9 +237,20 @@ def run_demo(out_dir: str | Path = "reports", *, full: bool = False, seed: int =
             say(f"checked in {time.perf_counter() - t1:.1f}s")
             sections.append(cand)
     assert program_section is not None
+    measurements = None
+    if search_seconds > 0:
+        prog, found, result = searched_candidates(shapes[0], say, seconds=search_seconds, workers=workers,
+                                                  full_search=full_search)
+        for cand in found:
+            cand.checks = check_candidate(prog, cand.graph, seed=seed)
+            for c in cand.checks:
+                say(f"check {cand.title[:24]}: {c.name}: rel. error {c.rel_err:.2e} {'ok' if c.passed else 'FAILED'}")
+        sections.extend(found)
+        if found:
+            measurements = gpu_measurements(result, Path(out_dir), say)
     say("drawing the μGraphs at the kernel, block and thread levels (Graphviz)")
     path = write_report(Path(out_dir) / "demo.html", "mirage_lab demo: RMSNorm + Linear", program_section, sections,
-                        subtitle="full" if full else "quick")
+                        measurements, subtitle="full" if full else "quick")
     ok = all(c.passed for s in sections for c in s.checks)
     say(f"wrote {path} ({path.stat().st_size / 1024:.0f} KB); "
         f"{'all checks pass' if ok else 'SOME CHECKS FAILED'}")
@@ -179,6 +270,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="also check the X[2,4096]·W[4096,6144] benchmark shape, and run the literal "
                         "block-by-block interpreter (a few seconds more)")
     d.add_argument("--seed", type=int, default=0, help="random seed of the test inputs (default 0)")
+    d.add_argument("--search-seconds", type=float, default=120.0,
+                   help="run the μGraph search for at most this long (0: skip the search; default 120)")
+    d.add_argument("--workers", type=int, default=None, help="search worker processes (default: all cores)")
+    d.add_argument("--full-search", action="store_true",
+                   help="search at the seed's full shapes (minutes even on 16 cores) instead of X[4,256]·W[256,256]")
     return p
 
 
@@ -191,8 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.command == "demo":
-            _, ok = run_demo(args.out, full=args.full, seed=args.seed,
-                             log=lambda m: print(m, flush=True))
+            _, ok = run_demo(args.out, full=args.full, seed=args.seed, log=lambda m: print(m, flush=True),
+                             search_seconds=args.search_seconds, workers=args.workers, full_search=args.full_search)
             return 0 if ok else 1
     except MirageLabError as e:
         print(f"mirage-lab: error: {e}", file=sys.stderr)
