@@ -25,7 +25,7 @@ def demo(tmp_path_factory):
 
     buf = io.StringIO()
     with redirect_stdout(buf):
-        rc = cli.main(["demo", "--out", str(out)])
+        rc = cli.main(["demo", "--out", str(out), "--search-seconds", "0"])
     return rc, buf.getvalue(), (out / "demo.html")
 
 
@@ -90,7 +90,7 @@ def test_failing_check_fails_the_command(tmp_path, capsys, monkeypatch):
         yield CandidateSection("wrong", g)
 
     monkeypatch.setattr(cli, "candidates_for", wrong)
-    assert cli.main(["demo", "--out", str(tmp_path)]) == 1
+    assert cli.main(["demo", "--out", str(tmp_path), "--search-seconds", "0"]) == 1
     out = capsys.readouterr().out
     assert "FAILED" in out and "SOME CHECKS FAILED" in out
     text = (tmp_path / "demo.html").read_text()
@@ -133,3 +133,13 @@ def test_console_script_is_installed():
         pytest.skip("mirage_lab is not pip-installed in this interpreter")
     r = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == f"mirage-lab {mi.__version__}"
+
+
+def test_demo_runs_the_search_and_reports_its_candidates(tmp_path):
+    lines: list[str] = []
+    path, ok = cli.run_demo(tmp_path, log=lines.append, search_seconds=30, workers=1)
+    assert ok
+    text = path.read_text()
+    assert "search candidate #1 by static cost" in text
+    assert any("search: finished" in ln or "search: stopped" in ln for ln in lines)
+    assert any("no CUDA GPU" in ln for ln in lines) or any("gpu: fastest" in ln for ln in lines)
