@@ -358,11 +358,15 @@ class Generator:
                     continue
                 if need and len(leaves.intersection(ins)) < need:
                     continue
-                if typ == "clamp":
-                    for lo, hi in self.t.clamp_bounds:
-                        yield (typ, ins, (("hi", hi), ("lo", lo)))
-                else:
-                    yield (typ, ins, ())
+                yield from self._with_attrs(typ, ins)
+
+    def _with_attrs(self, typ: str, ins: tuple[int, ...]) -> Iterator[tuple]:
+        """The op tuples for ``typ`` on ``ins``: clamp once per bound pair the program uses."""
+        if typ == "clamp":
+            for lo, hi in self.t.clamp_bounds:
+                yield (typ, ins, (("hi", hi), ("lo", lo)))
+        else:
+            yield (typ, ins, ())
 
     def _kernel_node(self, nodes: list[Node], op: tuple) -> Node | None:
         """The tensor a kernel op would add, or None if shapes or the oracle refuse it."""
@@ -576,11 +580,7 @@ class Generator:
                     if phase[i] != phase[j] or _out_dims(typ, dims[i], dims[j], batch_one=True) is None:
                         skipped += 1
                         continue
-                if typ == "clamp":
-                    for lo, hi in self.t.clamp_bounds:
-                        yield (typ, ins, (("hi", hi), ("lo", lo)))
-                else:
-                    yield (typ, ins, ())
+                yield from self._with_attrs(typ, ins)
         for acc in cfg.block_accums:
             for i in range(n):
                 if phase[i] or (last is not None and order_key((i,), "accum") <= last):
