@@ -32,6 +32,22 @@ def _matmul(a: Expr, b: Expr, k: int, a_dims: Sequence[int] | None = None, b_dim
     return T.red(k, T.mul(a, b))
 
 
+def _elementwise_or_reduce(op_type: str, attrs: dict, input_exprs: Sequence[Expr], d0: tuple) -> Expr | None:
+    """The ops kernel and block level map alike (None for the others)."""
+    x = input_exprs[0]
+    if op_type == "reduction":
+        return T.red(d0[int(attrs["dim"])], x)
+    if op_type == "rms_norm":
+        return T.div(x, T.rms(d0[-1], x))
+    if op_type == "clamp":
+        return T.clamp(attrs["lo"], attrs["hi"], x)
+    if op_type in _UNARY:
+        return T.CONSTRUCTORS[op_type](x)
+    if op_type in _BINARY:
+        return T.CONSTRUCTORS[op_type](x, input_exprs[1])
+    return None
+
+
 def for_kernel_op(op_type: str, attrs: dict | None, input_exprs: Sequence[Expr],
                   input_dims: Sequence[Sequence[int]]) -> Expr:
     """The expression of a kernel-level op's output from its inputs' expressions and dims.
@@ -47,16 +63,9 @@ def for_kernel_op(op_type: str, attrs: dict | None, input_exprs: Sequence[Expr],
     d0 = tuple(input_dims[0])
     if op_type == "matmul":
         return _matmul(x, input_exprs[1], d0[-1])
-    if op_type == "reduction":
-        return T.red(d0[int(attrs["dim"])], x)
-    if op_type == "rms_norm":
-        return T.div(x, T.rms(d0[-1], x))
-    if op_type == "clamp":
-        return T.clamp(attrs["lo"], attrs["hi"], x)
-    if op_type in _UNARY:
-        return T.CONSTRUCTORS[op_type](x)
-    if op_type in _BINARY:
-        return T.CONSTRUCTORS[op_type](x, input_exprs[1])
+    e = _elementwise_or_reduce(op_type, attrs, input_exprs, d0)
+    if e is not None:
+        return e
     raise ExprError(f"for_kernel_op: no abstract expression for kernel op {op_type!r} "
                     "(customized ops: use for_block_op on their block graph, or abstract_graph)")
 
@@ -97,21 +106,14 @@ def for_block_op(op_type: str, attrs: dict | None, input_exprs: Sequence[Expr], 
         raise ExprError(f"for_block_op: unknown accumulator {kind!r}")
     if op_type == "matmul":
         return _matmul(x, input_exprs[1], d0[-1], d0, tuple(input_dims[1]))
-    if op_type == "reduction":
-        return T.red(d0[int(attrs["dim"])], x)
-    if op_type == "rms_norm":
-        return T.div(x, T.rms(d0[-1], x))
-    if op_type == "clamp":
-        return T.clamp(attrs["lo"], attrs["hi"], x)
     if op_type == "concat":
         ax = int(attrs["dim"])
         return T.concat(x, input_exprs[1], ax, d0[ax], tuple(input_dims[1])[ax])
     if op_type == "sub":
         return T.add(x, T.neg(input_exprs[1]))
-    if op_type in _UNARY:
-        return T.CONSTRUCTORS[op_type](x)
-    if op_type in _BINARY:
-        return T.CONSTRUCTORS[op_type](x, input_exprs[1])
+    e = _elementwise_or_reduce(op_type, attrs, input_exprs, d0)
+    if e is not None:
+        return e
     raise ExprError(f"for_block_op: no abstract expression for block op {op_type!r}")
 
 
