@@ -31,6 +31,7 @@ from ..expr import for_block_op, for_kernel_op
 from ..ir.kernel_graph import KernelGraph
 from ..verify import field as F
 from . import tiles
+from .axes import input_axis_classes, is_coherent
 from .config import SearchConfig, normalize_map
 from .prefilter import may_be_subexpression
 from .events import SearchStats
@@ -56,7 +57,9 @@ class Node:
     def key(self) -> tuple:
         """Shape, phase and a digest of the fingerprint: equal keys mean the same tensor."""
         if self._key is None:
-            digest = hashlib.blake2b(np.ascontiguousarray(self.fp).tobytes(), digest_size=12).digest()
+            # SHA-1 of the raw values: about twice as fast as BLAKE2 here (hardware SHA), and
+            # hashing is a large share of the search's time. Nothing adversarial to resist.
+            digest = hashlib.sha1(np.ascontiguousarray(self.fp)).digest()[:12]
             self._key = (self.dims, self.after_accum, self.fp.shape, digest)
         return self._key
 
@@ -172,20 +175,27 @@ class Generator:
         """
         nodes = self.root_nodes()
         out: list[Task] = []
+        later: list[Task] = []
         if self.cfg.max_customized_ops > 0 and len(nodes) < self.cfg.max_kernel_ops:
+            # Coherent tilings first (see :mod:`.axes`); the others after the kernel-op subtrees.
+            classes = input_axis_classes(self.t.graph)
             for root in self._block_roots(nodes, None):
-                out.append(Task(len(out), "block", root))
+                coherent = is_coherent([classes[i] for i in root.inputs], root.grid, root.imaps, root.fmaps)
+                (out if coherent else later).append(Task(0, "block", root))
         for op in self._kernel_op_choices(nodes, None):
             node = self._kernel_node(nodes, op)
             if node is None:
                 continue
-            out.append(Task(len(out), "kernel", op, None))
+            out.append(Task(0, "kernel", op, None))
             after = nodes + [node]
             for child in self._kernel_op_choices(after, [op]):
-                out.append(Task(len(out), "kernel", op, child))
+                out.append(Task(0, "kernel", op, child))
             if self.cfg.max_customized_ops > 0 and len(after) < self.cfg.max_kernel_ops:
                 for root in self._block_roots(after, [op]):
-                    out.append(Task(len(out), "kernel", op, root))
+                    out.append(Task(0, "kernel", op, root))
+        out += later
+        for i, task in enumerate(out):
+            task.index = i
         return out
 
     def all_tasks(self) -> list[Task]:
@@ -528,7 +538,11 @@ class Generator:
             src = nodes[i]
             tile = _tile(src.dims, root.grid, m, f, root.frange)
             fp = tiles.load_view(src.fp, root.grid, m, f, root.frange)
-            bnodes.append(Node(tile, fp, src.expr, after_accum=False, is_input=True))
+            # A loader's tiles are a view of its source: name them by how they were cut
+            # instead of hashing a strided copy (a computed tile equal to a loader's is then
+            # not recognised as a duplicate, which only costs a few extra states).
+            key = ("load", src.key(), root.grid, m, f, root.frange)
+            bnodes.append(Node(tile, fp, src.expr, after_accum=False, is_input=True, _key=key))
         self.seen_block: set = set()
         self.fp_memo: dict = {}
         self._block_state(nodes, kops, root, bnodes, [])

@@ -433,8 +433,11 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
     ex = _make_executor(executor, workers)
     n_workers = workers or os.cpu_count() or 1
     # Chunks amortise per-future overhead; enough of them keep every worker busy to the end.
+    # Each chunk takes every n-th task, so the first tasks (the most promising, see
+    # Generator.tasks) start at once on different workers instead of queueing in one chunk.
     size = max(1, min(64, len(todo) // max(1, n_workers * 8)))
-    chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
+    n_chunks = -(-len(todo) // size)
+    chunks = [todo[c::n_chunks] for c in range(n_chunks)]
     channel = ex.make_channel()
     cancel_dir = tempfile.mkdtemp(prefix="mirage_lab_cancel_")
     cancel_path = os.path.join(cancel_dir, "cancel")

@@ -1,0 +1,40 @@
+"""Logical axes order the first customized ops: coherent tilings first, nothing dropped."""
+import mirage_lab as mi
+from mirage_lab import examples as ex
+from mirage_lab.search.axes import input_axis_classes, is_coherent
+from mirage_lab.search.config import SearchConfig
+from mirage_lab.search.generator import Generator, Target
+
+
+def test_gqa_axes_tie_keys_across_k_and_v():
+    q, k, v = input_axis_classes(ex.gqa_program(2, 32, 64, 256))
+    assert q[0] == k[0] == v[0]          # batch
+    assert q[2] == k[1]                  # head dim, contracted by Q·K
+    assert k[2] == v[1]                  # the keys: reduced by the softmax sum and by ·V
+    assert q[1] != k[2]
+
+
+def test_coherence_of_flashdecoding_and_a_mismatched_tiling():
+    cls = input_axis_classes(ex.gqa_program(2, 32, 64, 256))
+    fd = ((0, -1, 1), (0, 2, -1), (0, 1, -1))
+    assert is_coherent(cls, (2, 16, 4), fd, (-1, 2, 1))
+    # grid y splitting Q's rows and K's keys pairs unrelated slices
+    assert not is_coherent(cls, (2, 16, 1), ((0, 1, -1), (0, 2, -1), (0, 1, -1)), (-1, -1, -1))
+    # a loop over K's keys and V's head dim walks two different axes
+    assert not is_coherent(cls, (2, 16, 4), fd, (-1, 2, 2))
+
+
+def test_tasks_put_coherent_roots_first_and_keep_every_root():
+    g = ex.rms_norm_linear_program(4, 256, 256)
+    cfg = SearchConfig.from_args()
+    gen = Generator(Target(g, cfg), cfg)
+    tasks = gen.all_tasks()
+    assert [t.index for t in tasks] == list(range(len(tasks)))
+    cls = input_axis_classes(g)
+    flags = [is_coherent([cls[i] for i in t.op.inputs], t.op.grid, t.op.imaps, t.op.fmaps)
+             for t in tasks if t.kind == "block"]
+    first_incoherent = flags.index(False)
+    assert all(flags[:first_incoherent]) and not any(flags[first_incoherent:])
+    # nothing is dropped: the same roots as the generator's own enumeration
+    roots = list(gen._block_roots(gen.root_nodes(), None))
+    assert len(roots) == len(flags)
