@@ -9,7 +9,7 @@ interpreter on random float inputs. The top candidates are saved (``mi.save``) u
 ``--out`` so ``gpu_bench.py --candidates NAME=FILE`` can time them.
 
     python benchmarks/search_bench.py --small                  # CPU-sized shapes, minutes on 2 cores
-    python benchmarks/search_bench.py --workers 1,16 --time-limit 300
+    python benchmarks/search_bench.py --workers 1,16 --time-limit 300 --fingerprints numpy,cuda
 """
 from __future__ import annotations
 
@@ -98,7 +98,8 @@ def run_one(name: str, spec: tuple, workers: int, limit: float, out: Path | None
         ranked = sorted(range(len(cands)), key=lambda i: (static_cost(cands[i]), i))
         for r, i in enumerate(ranked[:4]):
             mi.save(cands[i], out / f"{name}__cand{r}.json")
-    return {"program": name, "workers": workers, "states": s.states, "pruned_expr": s.pruned_expr,
+    return {"program": name, "workers": workers, "fingerprints": ",".join(final.fingerprint_backends) or "—",
+            "states": s.states, "pruned_expr": s.pruned_expr,
             "pruned_dedup": s.pruned_dedup, "reused": s.reused, "fingerprint_tests": s.fingerprint_tests,
             "candidates": len(cands), "expected_found": len(good), "first_s": first, "first_expected_s": first_expected,
             "total_s": total, "completed": not final.cancelled,
@@ -112,6 +113,8 @@ def main() -> None:
     ap.add_argument("--programs", default="", help="comma-separated names (default: all)")
     ap.add_argument("--workers", default=f"1,{os.cpu_count()}", help="comma-separated worker counts")
     ap.add_argument("--time-limit", type=float, default=300.0, help="seconds per search before it is stopped")
+    ap.add_argument("--fingerprints", default="numpy",
+                    help="comma-separated fingerprint backends to compare: numpy, cuda, auto")
     ap.add_argument("--no-dedup", action="store_true", help="also run once without dedup (what dedup saves)")
     ap.add_argument("--out", default="", help="folder for search_bench.json and the top candidates")
     args = ap.parse_args()
@@ -122,16 +125,17 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in names:
-        for w in [int(x) for x in args.workers.split(",")]:
-            r = run_one(n, progs[n], w, args.time_limit, out, {})
-            rows.append(r)
-            print(json.dumps(r), flush=True)
+        for fb in args.fingerprints.split(","):
+            for w in [int(x) for x in args.workers.split(",")]:
+                r = run_one(n, progs[n], w, args.time_limit, out, {"fingerprint_backend": fb})
+                rows.append(r)
+                print(json.dumps(r), flush=True)
         if args.no_dedup:
             r = run_one(n, progs[n], max(int(x) for x in args.workers.split(",")), args.time_limit, None, {"dedup": False})
             r["program"] += " (no dedup)"
             rows.append(r)
             print(json.dumps(r), flush=True)
-    hdr = ("program", "workers", "states", "pruned_expr", "pruned_dedup", "reused", "fingerprint_tests", "candidates",
+    hdr = ("program", "workers", "fingerprints", "states", "pruned_expr", "pruned_dedup", "reused", "fingerprint_tests", "candidates",
            "expected_found", "first_s", "first_expected_s", "total_s", "completed", "max_rel_err")
     print("\n| " + " | ".join(hdr) + " |\n|" + "---|" * len(hdr))
     for r in rows:

@@ -82,6 +82,9 @@ class SearchConfig:
     verify_tests: int = 2              # random tests to confirm a candidate
     seed: int = 0
     dedup: bool = True
+    # Where the search computes fingerprints: "numpy", "cuda" or "auto" (cuda when a GPU is
+    # usable). The results do not depend on it, so checkpoints do not record it.
+    fingerprint_backend: str = "numpy"
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @classmethod
@@ -104,6 +107,9 @@ class SearchConfig:
             kw["franges"] = tuple(int(f) for f in franges)
             if any(f <= 0 for f in kw["franges"]):
                 raise SearchConfigError(f"franges must be positive ints, got {franges!r}")
+        fb = limits.get("fingerprint_backend", "numpy")
+        if fb not in ("auto", "numpy", "cuda"):
+            raise SearchConfigError(f"fingerprint_backend must be 'auto', 'numpy' or 'cuda', got {fb!r}")
         known = {f for f in cls.__dataclass_fields__}
         for k, v in limits.items():
             if k not in known or k in ("extra", "config"):
@@ -116,6 +122,7 @@ class SearchConfig:
     def fingerprint(self) -> str:
         d = asdict(self)
         d.pop("extra", None)
+        d.pop("fingerprint_backend", None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     # ----------------------------------------------------------------- candidate spaces

@@ -53,6 +53,7 @@ class Finished:
     candidates: list[Any]        # KernelGraphs, in the order found
     cancelled: bool = False
     resumed_subtrees: int = 0
+    fingerprint_backends: list[str] = field(default_factory=list)   # where workers computed fingerprints
 
 
 @dataclass

@@ -19,7 +19,6 @@ spread over workers.
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -29,8 +28,8 @@ import numpy as np
 
 from ..expr import for_block_op, for_kernel_op
 from ..ir.kernel_graph import KernelGraph
-from ..verify import field as F
 from . import tiles
+from .arrays import digest_any, get_arrays
 from .axes import input_axis_classes, is_coherent
 from .config import SearchConfig, normalize_map
 from .prefilter import may_be_subexpression
@@ -57,10 +56,7 @@ class Node:
     def key(self) -> tuple:
         """Shape, phase and a digest of the fingerprint: equal keys mean the same tensor."""
         if self._key is None:
-            # SHA-1 of the raw values: about twice as fast as BLAKE2 here (hardware SHA), and
-            # hashing is a large share of the search's time. Nothing adversarial to resist.
-            digest = hashlib.sha1(np.ascontiguousarray(self.fp)).digest()[:12]
-            self._key = (self.dims, self.after_accum, self.fp.shape, digest)
+            self._key = (self.dims, self.after_accum, tuple(self.fp.shape), digest_any(self.fp))
         return self._key
 
 
@@ -147,7 +143,8 @@ class Generator:
     """Runs tasks of one search. ``on_hit`` is called with each candidate as it is found."""
 
     def __init__(self, target: Target, cfg: SearchConfig, *, should_stop: Callable[[], bool] | None = None,
-                 on_hit: Callable[[Hit], None] | None = None, on_progress: Callable[[SearchStats], None] | None = None):
+                 on_hit: Callable[[Hit], None] | None = None, on_progress: Callable[[SearchStats], None] | None = None,
+                 fingerprint_backend: str | None = None):
         self.t = target
         self.cfg = cfg
         self.should_stop = should_stop or (lambda: False)
@@ -161,10 +158,13 @@ class Generator:
         self.hits: list[Hit] = []
         self.seen_kernel: set = set()
         self._block_expr_memo: dict[tuple, Any] = {}
+        self.arrays = get_arrays(fingerprint_backend or cfg.fingerprint_backend)
+        self._inputs = [self.arrays.put(fp) for fp in target.inputs_fp]
+        self._out_digests = [digest_any(self.arrays.put(fp)) for fp in target.outputs_fp]
 
     # ----------------------------------------------------------------- tasks
     def root_nodes(self) -> list[Node]:
-        return [Node(d, fp, e, is_input=True) for d, fp, e in zip(self.t.input_dims, self.t.inputs_fp, self.t.input_exprs)]
+        return [Node(d, fp, e, is_input=True) for d, fp, e in zip(self.t.input_dims, self._inputs, self.t.input_exprs)]
 
     def tasks(self) -> list[Task]:
         """Independent subtrees, in a fixed order that does not depend on the workers.
@@ -313,13 +313,23 @@ class Generator:
         if len(leaves) != len(self.t.output_dims):
             return False
         self.stats.fingerprint_tests += 1
-        perm = self.t.match([nodes[i] for i in leaves])
+        perm = self._match([nodes[i] for i in leaves])
         if perm is None:
             return False
         if not record:
             return True
         self._record(Hit(list(ops), perm, tuple(leaves)))
         return True
+
+    def _match(self, leaves: list[Node]) -> tuple[int, ...] | None:
+        """:meth:`Target.match` by digests (the leaves' arrays may live on a GPU)."""
+        n = len(self.t.output_dims)
+        for perm in itertools.permutations(range(n)):
+            if all(leaves[perm[i]].dims == self.t.output_dims[i] and
+                   tuple(leaves[perm[i]].fp.shape) == tuple(self.t.outputs_fp[i].shape) and
+                   leaves[perm[i]].key()[3] == self._out_digests[i] for i in range(n)):
+                return perm
+        return None
 
     def _record(self, hit: Hit) -> None:
         self.stats.candidates += 1
@@ -390,7 +400,7 @@ class Generator:
         expr = for_kernel_op(typ, dict(attrs), [a.expr] + ([b.expr] if b else []), [a.dims] + ([b.dims] if b else []))
         if not self._expr_ok(expr):
             return None
-        return Node(dims, _fp_op(typ, a.fp, b.fp if b else None, dict(attrs)), expr)
+        return Node(dims, self._fp_op(typ, a.fp, b.fp if b else None, dict(attrs)), expr)
 
     def _try_kernel_op(self, nodes: list[Node], ops: list[tuple], op: tuple) -> None:
         node = self._kernel_node(nodes, op)
@@ -537,7 +547,7 @@ class Generator:
         for i, m, f in zip(root.inputs, root.imaps, root.fmaps):
             src = nodes[i]
             tile = _tile(src.dims, root.grid, m, f, root.frange)
-            fp = tiles.load_view(src.fp, root.grid, m, f, root.frange)
+            fp = self.arrays.load_view(src.fp, root.grid, m, f, root.frange)
             # A loader's tiles are a view of its source: name them by how they were cut
             # instead of hashing a strided copy (a computed tile equal to a loader's is then
             # not recognised as a duplicate, which only costs a few extra states).
@@ -631,8 +641,8 @@ class Generator:
             mkey = (typ, attrs, a.key(), None)
             hit = self.fp_memo.get(mkey)
             if hit is None:
-                node = Node(dims, F.accum(acc, a.fp, tiles.LEAD - 1, root.frange, w, self.cfg.reduction_dimx), expr,
-                            after_accum=True)
+                node = Node(dims, self.arrays.accum(acc, a.fp, tiles.LEAD - 1, root.frange, w, self.cfg.reduction_dimx),
+                            expr, after_accum=True)
                 self.fp_memo[mkey] = (node.fp, node.key())
             else:
                 node = Node(dims, hit[0], expr, after_accum=True, _key=hit[1])
@@ -652,14 +662,14 @@ class Generator:
             # Shared memory first: it is cheap to check and refuses the tiles that would also
             # make the fingerprint arrays (all blocks x iterations) too large to hold.
             if _tile_bytes(dims, self.t.dtype.itemsize) > self.cfg.smem_limit or \
-                    _fp_elements(typ, a.fp.shape, b.fp.shape if b is not None else None) > MAX_FP_ELEMENTS:
+                    _fp_elements(typ, tuple(a.fp.shape), tuple(b.fp.shape) if b is not None else None) > MAX_FP_ELEMENTS:
                 self.stats.pruned_other += 1
                 return
             # The same op on the same tiles recurs across branches of one root: compute it once.
             mkey = (typ, attrs, a.key(), b.key() if b else None)
             hit = self.fp_memo.get(mkey)
             if hit is None:
-                node = Node(dims, _fp_op(typ, a.fp, b.fp if b else None, ad), expr, after_accum=a.after_accum)
+                node = Node(dims, self._fp_op(typ, a.fp, b.fp if b else None, ad), expr, after_accum=a.after_accum)
                 self.fp_memo[mkey] = (node.fp, node.key())
             else:
                 node = Node(dims, hit[0], expr, after_accum=a.after_accum, _key=hit[1])
@@ -682,6 +692,16 @@ class Generator:
         self._block_state(nodes, kops, root, bnodes, bops)
         bnodes.pop()
         bops.pop()
+
+    def _fp_op(self, typ: str, a: Any, b: Any, attrs: dict) -> Any:
+        xp = self.arrays
+        if typ == "matmul":
+            return xp.matmul(a, b)
+        if typ == "rms_norm":
+            return xp.rms_norm(a)
+        if b is None:
+            return xp.unary(typ, a, attrs)
+        return xp.binary(typ, a, b)
 
     def _smem(self, bnodes: list[Node], bops: list[tuple], new: Node, typ: str, attrs: dict) -> int:
         # Mirage's heuristic: loaders and non-in-place op outputs; unary ops and plain accumulators are free.
@@ -718,7 +738,7 @@ class Generator:
                 for a in range(3):
                     if om[a] >= 0:
                         out_dims[om[a]] *= grid[a]
-                fp = tiles.save_full(bn.fp, grid, om, out_dims)
+                fp = self.arrays.save_full(bn.fp, grid, om, out_dims)
                 new.append(Node(tuple(out_dims), fp, bn.expr))
             op = ("customized", root.inputs, (("bops", tuple(bops)), ("fmaps", root.fmaps), ("frange", root.frange),
                                               ("grid", grid), ("imaps", root.imaps), ("omap", om),
@@ -785,11 +805,4 @@ def _out_dims(typ: str, a: tuple, b: tuple | None, batch_one: bool) -> tuple[int
     return tuple(out)
 
 
-def _fp_op(typ: str, a: np.ndarray, b: np.ndarray | None, attrs: dict) -> np.ndarray:
-    if typ == "matmul":
-        return tiles.matmul(a, b)
-    if typ == "rms_norm":
-        return F.rms_norm(a)
-    if b is None:
-        return F.unary(typ, a, attrs)
-    return F.binary(typ, a, b)
+

@@ -51,7 +51,7 @@ def _generator_for(graph_json: str, cfg: SearchConfig) -> Any:
     """One Generator (target fingerprints, z3 oracle and its cache) per worker process."""
     from .generator import Generator, Target
 
-    key = (graph_json, cfg.fingerprint())
+    key = (graph_json, cfg.fingerprint(), cfg.fingerprint_backend)
     gen = _WORKER_CACHE.get(key)
     if gen is None:
         graph = from_json(graph_json)
@@ -69,7 +69,8 @@ def _confirm(gen: Any, hit: Any) -> tuple[str, dict] | None:
 
     target = gen.t.graph
     g = build_graph(target, hit.ops, hit.leaves, hit.output_perm, gen.cfg.block_dim, gen.cfg.reduction_dimx)
-    res = equivalent(target, g, tests=gen.cfg.verify_tests, seed=gen.cfg.seed + 1, backend="numpy")
+    res = equivalent(target, g, tests=gen.cfg.verify_tests, seed=gen.cfg.seed + 1,
+                     backend="cuda" if gen.arrays.name == "cuda" else "numpy")
     if not res:
         return None
     cost = static_cost(g)
@@ -118,7 +119,7 @@ def run_tasks(graph_json: str, cfg: SearchConfig, task_indices: list[int], chann
             cancelled = True
         stats = gen.stats.as_dict()
         stats["elapsed"] = time.monotonic() - t0
-        res = {"task": ti, "candidates": found, "stats": stats, "cancelled": cancelled}
+        res = {"task": ti, "candidates": found, "stats": stats, "cancelled": cancelled, "backend": gen.arrays.name}
         results.append(res)
         put(("done", ti, res))
         if cancelled:
@@ -398,7 +399,9 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
     t0 = time.monotonic()
     stats = SearchStats()
     try:
-        gen = Generator(Target(graph, cfg), cfg)
+        # The caller's process only lists the tasks; it keeps off the GPU so that forked
+        # workers can still use it.
+        gen = Generator(Target(graph, cfg), cfg, fingerprint_backend="numpy")
         tasks = gen.all_tasks()
     except MirageLabError as e:
         yield SearchError(str(e), stats)
@@ -408,6 +411,7 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
     cp = Checkpoint.open(checkpoint, graph.content_hash(), cfg.fingerprint(), len(tasks)) if checkpoint else None
     found: dict[str, int] = {}
     candidates: list[KernelGraph] = []
+    backends: set[str] = set()
 
     def emit_candidate(gjson: str, info: dict) -> CandidateFound | None:
         h = info.get("hash") or from_json(gjson).content_hash()
@@ -456,6 +460,7 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
             return
         processed.add(ti)
         live.pop(ti, None)
+        backends.add(res.get("backend", "numpy"))
         for gjson, info in res["candidates"]:
             if cp is not None and info.get("hash") not in found:
                 cp.add_candidate(ti, gjson, info)
@@ -517,7 +522,8 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
             Path(cancel_path).touch()  # the caller stopped iterating: stop the workers too
         ex.shutdown()
     final = _merged(base, {} if not cancelled else live, stats, t0)
-    yield Finished(final, list(candidates), cancelled=cancelled, resumed_subtrees=resumed)
+    yield Finished(final, list(candidates), cancelled=cancelled, resumed_subtrees=resumed,
+                   fingerprint_backends=sorted(backends))
 
 
 def _is_cancelled(f: Any) -> bool:

@@ -50,6 +50,12 @@ def load_view(fp: np.ndarray, grid: Sequence[int], imap: Sequence[int], fmap: in
 
 def save_full(tile: np.ndarray, grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]) -> np.ndarray:
     """Post-loop tiles ``[k, gx, gy, gz, *tile]`` (maybe broadcast) -> the output DTensor ``[k, *out_dims]``."""
+    v = save_view(tile, grid, omap)
+    return np.ascontiguousarray(v).reshape((tile.shape[0],) + tuple(out_dims))
+
+
+def save_view(tile: np.ndarray, grid: Sequence[int], omap: Sequence[int]) -> np.ndarray:
+    """The view of ``tile`` (no copy; broadcast axes have stride 0) whose C-order is the output's."""
     k = tile.shape[0]
     rank = tile.ndim - LEAD_POST
     full = np.broadcast_to(tile, (k, grid[0], grid[1], grid[2]) + tile.shape[LEAD_POST:])
@@ -61,8 +67,7 @@ def save_full(tile: np.ndarray, grid: Sequence[int], omap: Sequence[int], out_di
         order.append(LEAD_POST + d)
     unmapped = [1 + a for a in range(3) if 1 + a not in order]
     v = full.transpose(unmapped + order)
-    v = v.reshape(v.shape[len(unmapped):])
-    return np.ascontiguousarray(v).reshape((k,) + tuple(out_dims))
+    return v.reshape(v.shape[len(unmapped):])   # unmapped grid axes have size 1: still a view
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -1,0 +1,187 @@
+"""Where the search keeps its fingerprint arrays: numpy on the CPU, or Numba-CUDA on a GPU.
+
+The generator computes one fingerprint array per new tensor (:mod:`.tiles` explains the
+layout) and names each array by a digest, for deduplication. Both backends compute the
+same values bit for bit (the field ops of :mod:`mirage_lab.verify` on either side); only
+the digest differs, and a process never mixes the two.
+
+- ``NumpyArrays``: tiles are numpy views where possible; digests are SHA-1.
+- ``CudaArrays``: arrays live on the device (contiguous uint16); a loader's tiles and a
+  saved output are materialised by one strided copy, planned on a numpy stand-in so the
+  layout is exactly the numpy backend's; digests are two 64-bit multilinear hashes
+  computed on the device (only 16 bytes come back).
+
+    >>> arrays = get_arrays("numpy")
+    >>> import numpy as np
+    >>> arrays.digest(np.arange(4, dtype=np.uint16)) == arrays.digest(np.arange(4, dtype=np.uint16))
+    True
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import MirageLabError
+from ..verify import field as F
+from . import tiles
+
+BACKENDS = ("auto", "numpy", "cuda")
+
+
+class NumpyArrays:
+    """The CPU backend: numpy arrays and views."""
+
+    name = "numpy"
+
+    def put(self, a: np.ndarray) -> Any:
+        return a
+
+    def to_numpy(self, a: Any) -> np.ndarray:
+        return np.asarray(a)
+
+    def load_view(self, fp: Any, grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> Any:
+        return tiles.load_view(fp, grid, imap, fmap, frange)
+
+    def save_full(self, tile: Any, grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]) -> Any:
+        return tiles.save_full(tile, grid, omap, out_dims)
+
+    def matmul(self, a: Any, b: Any) -> Any:
+        return tiles.matmul(a, b)
+
+    def accum(self, kind: str | None, x: Any, axis: int, frange: int, w: int, dimx: int) -> Any:
+        return F.accum(kind, x, axis, frange, w, dimx)
+
+    def unary(self, typ: str, x: Any, attrs: dict) -> Any:
+        return F.unary(typ, x, attrs)
+
+    def binary(self, typ: str, a: Any, b: Any) -> Any:
+        return F.binary(typ, a, b)
+
+    def rms_norm(self, x: Any) -> Any:
+        return F.rms_norm(x)
+
+    def digest(self, a: Any) -> bytes:
+        # SHA-1 of the raw values: about twice as fast as BLAKE2 here (hardware SHA), and
+        # hashing is a large share of the search's time. Nothing adversarial to resist.
+        return hashlib.sha1(np.ascontiguousarray(a)).digest()[:12]
+
+
+def _stand_in(shape: Sequence[int]) -> np.ndarray:
+    """A numpy array of ``shape`` with C-order strides and no memory: only for planning views.
+
+    The tile functions only reshape, transpose and broadcast (never read or copy, see the
+    callers), so the view they return describes, in its strides, how to gather the data.
+    """
+    item = np.dtype(F.FP_DTYPE).itemsize
+    st = [item] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        st[d] = st[d + 1] * max(1, shape[d + 1])
+    return np.lib.stride_tricks.as_strided(np.zeros(1, F.FP_DTYPE), shape=tuple(shape), strides=tuple(st),
+                                           writeable=False)
+
+
+class CudaArrays(NumpyArrays):
+    """The GPU backend: Numba-CUDA device arrays and the verifier's CUDA field ops."""
+
+    name = "cuda"
+
+    def __init__(self) -> None:
+        from ..verify.cuda_ops import CudaFieldOps
+
+        self.ops = CudaFieldOps.instance()
+
+    def put(self, a: np.ndarray) -> Any:
+        return self.ops.asarray(a)
+
+    def to_numpy(self, a: Any) -> np.ndarray:
+        return self.ops.to_numpy(a)
+
+    def _gather(self, src: Any, view: np.ndarray) -> Any:
+        from ..verify.cuda_ops import _contig_strides
+
+        item = view.itemsize
+        out = self.ops._empty(view.shape)
+        if out.size:
+            self.ops._copy(src, out, list(view.shape), [s // item for s in view.strides], _contig_strides(view.shape))
+        return out
+
+    def load_view(self, fp: Any, grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> Any:
+        return self._gather(fp, tiles.load_view(_stand_in(fp.shape), grid, imap, fmap, frange))
+
+    def save_full(self, tile: Any, grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]) -> Any:
+        out = self._gather(tile, tiles.save_view(_stand_in(tile.shape), grid, omap))
+        return out.reshape((tile.shape[0],) + tuple(int(d) for d in out_dims))
+
+    def matmul(self, a: Any, b: Any) -> Any:
+        return self.ops.matmul(a, b)
+
+    def accum(self, kind: str | None, x: Any, axis: int, frange: int, w: int, dimx: int) -> Any:
+        return self.ops.accum(kind, x, axis, frange, w, dimx)
+
+    def unary(self, typ: str, x: Any, attrs: dict) -> Any:
+        return self.ops.unary(typ, x, attrs)
+
+    def binary(self, typ: str, a: Any, b: Any) -> Any:
+        return self.ops.binary(typ, a, b)
+
+    def rms_norm(self, x: Any) -> Any:
+        return self.ops.rms_norm(x)
+
+    def digest(self, a: Any) -> bytes:
+        from .cuda_digest import device_digest
+
+        return device_digest(a)
+
+
+def digest_any(a: Any) -> bytes:
+    """The digest of a fingerprint array of either backend (numpy arrays are hashed on the CPU)."""
+    if isinstance(a, np.ndarray):
+        return _NUMPY_DIGEST(a)
+    from .cuda_digest import device_digest
+
+    return device_digest(a)
+
+
+_NUMPY_DIGEST = NumpyArrays().digest
+
+
+class ArrayBackendError(MirageLabError, ValueError):
+    """The requested fingerprint backend cannot run here."""
+
+
+_INSTANCES: dict[str, NumpyArrays] = {}
+
+
+def get_arrays(backend: str = "auto") -> NumpyArrays:
+    """The search's array backend: ``"numpy"``, ``"cuda"`` or ``"auto"`` (cuda when a GPU is usable)."""
+    requested = backend
+    if backend not in BACKENDS:
+        raise ArrayBackendError(f"fingerprint_backend={backend!r}: use one of {BACKENDS}")
+    if backend in ("auto", "cuda"):
+        from ..codegen.numba_compat import SIMULATOR, gpu_available
+
+        usable = gpu_available() or (SIMULATOR and backend == "cuda")
+        if not usable:
+            if backend == "cuda":
+                raise ArrayBackendError("fingerprint_backend='cuda' needs a usable CUDA GPU; use 'numpy' or 'auto'")
+            backend = "numpy"
+        else:
+            backend = "cuda"
+    if backend not in _INSTANCES:
+        if backend == "numpy":
+            _INSTANCES[backend] = NumpyArrays()
+        else:
+            try:
+                arr = CudaArrays()
+                arr.digest(arr.put(np.zeros(4, F.FP_DTYPE)))   # a CUDA context that works here
+            except Exception as e:
+                # e.g. a worker forked from a process that had already used CUDA: such a
+                # child cannot. "auto" then runs on the CPU (same results); "cuda" says why.
+                if requested == "cuda":
+                    raise ArrayBackendError(f"fingerprint_backend='cuda': CUDA does not work in this process "
+                                            f"({type(e).__name__}: {e})") from e
+                return get_arrays("numpy")
+            _INSTANCES[backend] = arr
+    return _INSTANCES[backend]
