@@ -88,8 +88,12 @@ class CudaArrays(NumpyArrays):
     name = "cuda"
 
     def __init__(self) -> None:
+        import warnings
+
         from ..verify.cuda_ops import CudaFieldOps
 
+        # Small tiles make small grids; numba warns about each one, which would drown a log.
+        warnings.filterwarnings("ignore", message=".*will likely result in GPU under-utilization")
         self.ops = CudaFieldOps.instance()
 
     def put(self, a: np.ndarray) -> Any:

@@ -27,7 +27,8 @@ def _gpu() -> bool:
 
 
 def test_cuda_arrays_match_numpy_in_the_simulator():
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]))
+    path = [str(ROOT), str(HERE)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=os.pathsep.join(path))
     proc = subprocess.run([sys.executable, "-W", "ignore", str(HERE / "search_cuda_check.py"), "tiny"], env=env,
                           cwd=HERE, capture_output=True, text=True, timeout=900)
     out = proc.stdout + proc.stderr
