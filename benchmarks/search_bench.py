@@ -27,6 +27,7 @@ import torch  # noqa: E402
 import mirage_lab as mi  # noqa: E402
 from mirage_lab import examples as ex  # noqa: E402
 from mirage_lab.search import CancelToken, CandidateFound, Finished, Progress, search, static_cost  # noqa: E402
+from mirage_lab.search.events import SearchError  # noqa: E402
 
 
 def is_fused_rms(c: mi.KernelGraph) -> bool:
@@ -79,6 +80,7 @@ def run_one(name: str, spec: tuple, workers: int, limit: float, out: Path | None
     first = first_expected = None
     final = None
     cands = []
+    errors = []
     for ev in search(program, config, workers=workers, cancel=token, **{**kw, **extra}):
         now = time.monotonic() - t0
         if isinstance(ev, CandidateFound):
@@ -88,6 +90,9 @@ def run_one(name: str, spec: tuple, workers: int, limit: float, out: Path | None
                 first_expected = now
         elif isinstance(ev, Finished):
             final = ev
+        elif isinstance(ev, SearchError):
+            errors.append(ev.message)
+            print("search error:", ev.message, file=sys.stderr, flush=True)
         if now > limit and not token.is_set():
             token.cancel()
     total = time.monotonic() - t0
@@ -102,7 +107,7 @@ def run_one(name: str, spec: tuple, workers: int, limit: float, out: Path | None
             "states": s.states, "pruned_expr": s.pruned_expr,
             "pruned_dedup": s.pruned_dedup, "reused": s.reused, "fingerprint_tests": s.fingerprint_tests,
             "candidates": len(cands), "expected_found": len(good), "first_s": first, "first_expected_s": first_expected,
-            "total_s": total, "completed": not final.cancelled,
+            "total_s": total, "completed": not final.cancelled and not errors, "errors": len(errors),
             "subtrees": f"{s.subtrees_done}/{s.subtrees_total}",
             "max_rel_err": max(errs) if errs else None}
 

@@ -159,6 +159,10 @@ class Generator:
         self.seen_kernel: set = set()
         self._block_expr_memo: dict[tuple, Any] = {}
         self.arrays = get_arrays(fingerprint_backend or cfg.fingerprint_backend)
+        # Kernel tensors far larger than any the program has (e.g. a [3M, 2] x [2, 4096] product)
+        # are not explored: their fingerprints alone would fill the memory.
+        biggest = max(t.numel() for t in target.graph.tensors)
+        self.max_kernel_elements = max(MAX_FP_ELEMENTS, 2 * biggest)
         self._inputs = [self.arrays.put(fp) for fp in target.inputs_fp]
         self._out_digests = [digest_any(self.arrays.put(fp)) for fp in target.outputs_fp]
 
@@ -395,6 +399,9 @@ class Generator:
         b = nodes[ins[1]] if len(ins) > 1 else None
         dims = _out_dims(typ, a.dims, b.dims if b else None, batch_one=False)
         if dims is None:
+            self.stats.pruned_other += 1
+            return None
+        if _numel(dims) > self.max_kernel_elements:
             self.stats.pruned_other += 1
             return None
         expr = for_kernel_op(typ, dict(attrs), [a.expr] + ([b.expr] if b else []), [a.dims] + ([b.dims] if b else []))
@@ -738,8 +745,13 @@ class Generator:
                 for a in range(3):
                     if om[a] >= 0:
                         out_dims[om[a]] *= grid[a]
+                if _numel(out_dims) > self.max_kernel_elements:
+                    break
                 fp = self.arrays.save_full(bn.fp, grid, om, out_dims)
                 new.append(Node(tuple(out_dims), fp, bn.expr))
+            if len(new) < len(leaves):
+                self.stats.pruned_other += 1
+                continue
             op = ("customized", root.inputs, (("bops", tuple(bops)), ("fmaps", root.fmaps), ("frange", root.frange),
                                               ("grid", grid), ("imaps", root.imaps), ("omap", om),
                                               ("outputs", tuple(leaves))))
@@ -757,6 +769,13 @@ class Generator:
 #: exceed this many elements (128 MiB of uint16) is not explored (counted in pruned_other).
 #: With a 96 KB tile this still allows 2**26 / 48K = 1365 (block, iteration) pairs of it.
 MAX_FP_ELEMENTS = 1 << 26
+
+
+def _numel(dims: Sequence[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
 
 
 def _tile_bytes(dims: Sequence[int], itemsize: int) -> int:
