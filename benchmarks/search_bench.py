@@ -118,7 +118,7 @@ def main() -> None:
     ap.add_argument("--programs", default="", help="comma-separated names (default: all)")
     ap.add_argument("--workers", default=f"1,{os.cpu_count()}", help="comma-separated worker counts")
     ap.add_argument("--time-limit", type=float, default=300.0, help="seconds per search before it is stopped")
-    ap.add_argument("--fingerprints", default="numpy",
+    ap.add_argument("--fingerprints", default="auto",
                     help="comma-separated fingerprint backends to compare: numpy, cuda, auto")
     ap.add_argument("--no-dedup", action="store_true", help="also run once without dedup (what dedup saves)")
     ap.add_argument("--out", default="", help="folder for search_bench.json and the top candidates")

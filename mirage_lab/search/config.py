@@ -84,7 +84,7 @@ class SearchConfig:
     dedup: bool = True
     # Where the search computes fingerprints: "numpy", "cuda" or "auto" (cuda when a GPU is
     # usable). The results do not depend on it, so checkpoints do not record it.
-    fingerprint_backend: str = "numpy"
+    fingerprint_backend: str = "auto"
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @classmethod
@@ -107,7 +107,7 @@ class SearchConfig:
             kw["franges"] = tuple(int(f) for f in franges)
             if any(f <= 0 for f in kw["franges"]):
                 raise SearchConfigError(f"franges must be positive ints, got {franges!r}")
-        fb = limits.get("fingerprint_backend", "numpy")
+        fb = limits.get("fingerprint_backend", "auto")
         if fb not in ("auto", "numpy", "cuda"):
             raise SearchConfigError(f"fingerprint_backend must be 'auto', 'numpy' or 'cuda', got {fb!r}")
         known = {f for f in cls.__dataclass_fields__}
