@@ -19,6 +19,7 @@ the digest differs, and a process never mixes the two.
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any, Sequence
 
 import numpy as np
@@ -155,7 +156,7 @@ class ArrayBackendError(MirageLabError, ValueError):
     """The requested fingerprint backend cannot run here."""
 
 
-_INSTANCES: dict[str, NumpyArrays] = {}
+_INSTANCES: dict[tuple[str, int], NumpyArrays] = {}
 
 
 def get_arrays(backend: str = "auto") -> NumpyArrays:
@@ -173,9 +174,12 @@ def get_arrays(backend: str = "auto") -> NumpyArrays:
             backend = "numpy"
         else:
             backend = "cuda"
-    if backend not in _INSTANCES:
+    # Keyed by process too: a worker forked from a process that used CUDA inherits its
+    # objects, but not a usable context; it must check for itself.
+    key = (backend, os.getpid())
+    if key not in _INSTANCES:
         if backend == "numpy":
-            _INSTANCES[backend] = NumpyArrays()
+            _INSTANCES[key] = NumpyArrays()
         else:
             try:
                 arr = CudaArrays()
@@ -187,5 +191,5 @@ def get_arrays(backend: str = "auto") -> NumpyArrays:
                     raise ArrayBackendError(f"fingerprint_backend='cuda': CUDA does not work in this process "
                                             f"({type(e).__name__}: {e})") from e
                 return get_arrays("numpy")
-            _INSTANCES[backend] = arr
-    return _INSTANCES[backend]
+            _INSTANCES[key] = arr
+    return _INSTANCES[key]

@@ -51,7 +51,7 @@ def _generator_for(graph_json: str, cfg: SearchConfig) -> Any:
     """One Generator (target fingerprints, z3 oracle and its cache) per worker process."""
     from .generator import Generator, Target
 
-    key = (graph_json, cfg.fingerprint(), cfg.fingerprint_backend)
+    key = (graph_json, cfg.fingerprint(), cfg.fingerprint_backend, os.getpid())   # not one inherited by fork
     gen = _WORKER_CACHE.get(key)
     if gen is None:
         graph = from_json(graph_json)
