@@ -275,8 +275,11 @@ class Generator:
         # the first time instead of searching them again. Dedup is scoped to the subtree so
         # that what is memoized does not depend on which task got there first.
         n_in = len(self.t.input_dims)
-        mkey = (tuple(n.key() for n in nodes[n_in:]), self._last_key(ops), len(ops),
-                sum(1 for op in ops if op[0] == "customized"))
+        # What the continuations depend on: the tensors, which of them are still unused, which
+        # inputs were read, the last op's canonical key and the ops (and customized ops) used.
+        used_inputs = frozenset(i for op in ops for i in op[1] if i < n_in)
+        mkey = (tuple(n.key() for n in nodes[n_in:]), tuple(self._leaves(nodes, ops)), used_inputs,
+                self._last_key(ops), len(ops), sum(1 for op in ops if op[0] == "customized"))
         memo = self.cont_memo.get(mkey)
         if memo is not None:
             self.stats.reused += 1

@@ -38,3 +38,13 @@ def test_tasks_put_coherent_roots_first_and_keep_every_root():
     # nothing is dropped: the same roots as the generator's own enumeration
     roots = list(gen._block_roots(gen.root_nodes(), None))
     assert len(roots) == len(flags)
+
+
+def test_flashdecoding_root_starts_among_the_first_tasks_at_full_shape():
+    # Listing tasks computes no block-level fingerprints: cheap even at the README's shapes.
+    g = ex.gqa_program(2, 256, 64, 4096)
+    cfg = SearchConfig.from_args("attention", fingerprint_backend="numpy")
+    tasks = Generator(Target(g, cfg), cfg).all_tasks()
+    fd = [t.index for t in tasks if t.kind == "block" and t.op.grid == (2, 16, 4)
+          and t.op.imaps == ((0, -1, 1), (0, 2, -1), (0, 1, -1)) and t.op.fmaps == (-1, 2, 1) and t.op.frange == 4]
+    assert len(tasks) > 6000 and fd and fd[0] < 16, fd   # a 16-worker pool starts it at once

@@ -100,7 +100,8 @@ def _checkpoint_records(path):
 def test_resume_after_sigkill_redoes_nothing_and_loses_nothing(tmp_path):
     cp = tmp_path / "search.ckpt"
     proc = subprocess.Popen([sys.executable, "-c", RESUME_SCRIPT, str(cp)], cwd=ROOT, start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))})
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         time.sleep(0.5)

@@ -49,7 +49,7 @@ def test_finds_single_kernel_gated_mlp():
 
 def test_superoptimize_returns_best_with_result_attached():
     g = small_program()
-    best = g.superoptimize(workers=1, **SMALL)
+    best = g.superoptimize(workers=1, measure=False, **SMALL)   # static cost decides (a GPU would time them)
     assert best.search_result.candidates[0] is not None
     assert static_cost(best) == min(best.search_result.costs)
 
