@@ -107,7 +107,7 @@ def run_one(name: str, spec: tuple, workers: int, limit: float, out: Path | None
             "states": s.states, "pruned_expr": s.pruned_expr,
             "pruned_dedup": s.pruned_dedup, "reused": s.reused, "fingerprint_tests": s.fingerprint_tests,
             "candidates": len(cands), "expected_found": len(good), "first_s": first, "first_expected_s": first_expected,
-            "total_s": total, "completed": not final.cancelled and not errors, "errors": len(errors),
+            "total_s": total, "completed": final.complete and not errors, "errors": len(errors),
             "subtrees": f"{s.subtrees_done}/{s.subtrees_total}",
             "max_rel_err": max(errs) if errs else None}
 

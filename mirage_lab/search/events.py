@@ -54,6 +54,12 @@ class Finished:
     cancelled: bool = False
     resumed_subtrees: int = 0
     fingerprint_backends: list[str] = field(default_factory=list)   # where workers computed fingerprints
+    worker_errors: int = 0       # chunks of subtrees lost to a crashed worker (each also sent a SearchError)
+
+    @property
+    def complete(self) -> bool:
+        """The whole space was searched: not cancelled, no subtree lost."""
+        return not self.cancelled and not self.worker_errors and self.stats.subtrees_done >= self.stats.subtrees_total
 
 
 @dataclass

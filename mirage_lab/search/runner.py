@@ -412,6 +412,7 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
     found: dict[str, int] = {}
     candidates: list[KernelGraph] = []
     backends: set[str] = set()
+    worker_errors = 0
 
     def emit_candidate(gjson: str, info: dict) -> CandidateFound | None:
         h = info.get("hash") or from_json(gjson).content_hash()
@@ -505,6 +506,7 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
                 try:
                     results = f.result()
                 except Exception as e:  # a worker crash: report it, keep the other tasks going
+                    worker_errors += 1
                     yield SearchError(f"a search worker failed: {type(e).__name__}: {e}", _copy(stats))
                     continue
                 for res in results:
@@ -523,7 +525,7 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
         ex.shutdown()
     final = _merged(base, {} if not cancelled else live, stats, t0)
     yield Finished(final, list(candidates), cancelled=cancelled, resumed_subtrees=resumed,
-                   fingerprint_backends=sorted(backends))
+                   fingerprint_backends=sorted(backends), worker_errors=worker_errors)
 
 
 def _is_cancelled(f: Any) -> bool:

@@ -161,3 +161,35 @@ def test_a_finished_checkpoint_replays_without_searching(tmp_path):
     fin = again[-1]
     assert fin.resumed_subtrees == first.stats.subtrees_total
     assert _hashes(fin.candidates) == _hashes(first.candidates)
+
+
+def test_a_lost_worker_is_reported_and_the_search_is_not_complete():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mirage_lab.search.events import SearchError
+
+    class LosesItsFirstChunk(ThreadPoolExecutor):
+        calls = 0
+
+        def submit(self, fn, *args, **kw):
+            LosesItsFirstChunk.calls += 1
+            if LosesItsFirstChunk.calls == 1:
+                def lost(*a, **k):
+                    raise RuntimeError("worker killed")
+                return super().submit(lost)
+            return super().submit(fn, *args, **kw)
+
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    with LosesItsFirstChunk(max_workers=1) as pool:
+        events = list(search(g, executor=pool, max_kernel_ops=4))
+    errors = [e for e in events if isinstance(e, SearchError)]
+    final = events[-1]
+    assert isinstance(final, Finished) and not final.cancelled
+    assert len(errors) == 1 and "worker killed" in errors[0].message
+    assert final.worker_errors == 1 and not final.complete
+    assert final.stats.subtrees_done < final.stats.subtrees_total
+
+
+def test_a_finished_search_is_complete():
+    events = list(search(ex.rms_norm_linear_program(4, 64, 64), workers=1, max_kernel_ops=4))
+    assert events[-1].complete and events[-1].worker_errors == 0
