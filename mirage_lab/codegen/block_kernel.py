@@ -943,20 +943,12 @@ class _Emitter:
         g = op.guid
         nout, L, _ = self.reduce_geometry(op)
         out_t = ch.ops[-1].outputs[0]
-        kind = op.attrs["acc"]
-        scale = 1.0 / (self.FR * op.inputs[0].dims[-1])
         writes = self.sink_sets(out_t, "post")
 
         def finish(s: Src, e: str) -> None:
-            if kind == "mean":
-                s(f"v = v * f32({scale!r})")
-            elif kind == "rms":
-                s(f"v = fsqrt(v * f32({scale!r}))")
-            for e_op in ch.ops[1:]:
-                self.apply(s, e_op)
-            self.sink(s, out_t, e)
+            self.acc_finish(s, ch, e)
 
-        s.comment(f"{out_t.name} = finished {kind} accumulator")
+        s.comment(f"{out_t.name} = finished {op.attrs['acc']} accumulator")
         if P > 1:
             stride = P
             red = self.p.buf(f"rq{g}", nout * stride, "post")
