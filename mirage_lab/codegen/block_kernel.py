@@ -20,6 +20,7 @@ overwrites what one read).
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
@@ -32,12 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..ir.block_graph import BlockGraph, STensor, TBOp
 
 AXIS_VARS = ("bx", "by", "bz")
-
-
-def _nullblock():
-    from contextlib import nullcontext
-
-    return nullcontext()
 PREFETCH_WORDS = 64  # staged-loader words a thread may hold in registers at the loop top
 
 _UNARY = {
@@ -99,7 +94,6 @@ class _Emitter:
     def __init__(self, bg: "BlockGraph", name: str, options: CodegenOptions = DEFAULT_OPTIONS) -> None:
         self.options = options
         self.p = KernelPlan(bg, name, options)
-        self._pipe_budget = options.pipeline_words
         self.bg = bg
         self.name = name
         self.T = self.p.T
@@ -113,6 +107,15 @@ class _Emitter:
         self.reg_acc: dict[int, str] = {}        # accum tensor guid -> register name prefix
         self.post_actions: list[Callable[[Src], None]] = []
         self.notes: list[str] = []
+        self._rsw: dict[int, int] = {}           # streamed loader index -> words per row of B
+        self._tmp = 0                            # counter of direct_fragments' temporaries
+        # streams whose next iteration's rows load during this one (in order, within the word budget)
+        self._piped: set[int] = set()
+        budget = options.pipeline_words
+        for st in self.p.streams:
+            if self.FR > 1 and st.words <= budget:
+                self._piped.add(st.op.guid)
+                budget -= st.words
         # sum/mean/rms accumulators of a staged loader tile's rows, summed from the load registers
         self.fused_acc: dict[int, list["TBOp"]] = {}
         for ch in self.p.chains:
@@ -442,10 +445,8 @@ class _Emitter:
     def stream_setup(self, s: Src, st: Stream) -> None:
         i = st.loader.index
         unit = self.loader_unit(st.loader)
-        rsw = row_strides(st.loader.dims)[-2] // unit
+        rsw = self._rsw[i] = row_strides(st.loader.dims)[-2] // unit
         if st.mma:
-            self._rsw = getattr(self, "_rsw", {})
-            self._rsw[i] = rsw
             self.mma_setup(s, st, rsw, unit)
             return
         s.comment(f"{st.op.outputs[0].name} = matmul: B={st.loader.out.name} streamed into registers; "
@@ -454,8 +455,6 @@ class _Emitter:
         s(f"sc{i} = tid % {st.NC}" if st.NC > 1 else f"sc{i} = 0")
         s(f"sk{i} = min(sg{i}, {st.G - 1})")
         s(f"sw{i} = {add(mul(f'sk{i}', rsw), mul(f'sc{i}', st.vw // unit))}")
-        self._rsw = getattr(self, "_rsw", {})
-        self._rsw[i] = rsw
         self.zero_partials(s, st)
 
     def zero_partials(self, s: Src, st: Stream) -> None:
@@ -495,13 +494,6 @@ class _Emitter:
 
     def stream_pipelined(self, st: Stream) -> bool:
         """Load iteration it+1's rows during iteration it (streams in order, within the word budget)."""
-        if not hasattr(self, "_piped"):
-            self._piped, budget = set(), self.options.pipeline_words
-            for s in self.p.streams:
-                words = s.words
-                if self.FR > 1 and words <= budget:
-                    self._piped.add(s.op.guid)
-                    budget -= words
         return st.op.guid in self._piped
 
     def stream_fma(self, s: Src, st: Stream) -> None:
@@ -574,7 +566,8 @@ class _Emitter:
         """Vector ``v`` of A's loader tile, still in registers: its words are pairs of one row -> ``smi``."""
         CR = ld.tile[-1] // ld.vw            # vectors per row
         nw = ld.vw // 2
-        k = self._tmp = getattr(self, "_tmp", 0) + 1
+        self._tmp += 1
+        k = self._tmp
         s(f"dm{k} = {v} // {CR}" if CR > 1 else f"dm{k} = {v}")
         s(f"dp{k} = {mul(f'({v}) % {CR}', nw)}" if CR > 1 else f"dp{k} = 0")
         for q in range(nw):
@@ -656,7 +649,7 @@ class _Emitter:
             if hi <= m0 or lo >= mend:
                 continue
             row = add(f"mg{i}", str(lo - m0))
-            with s.block(f"if {m0 - lo} <= mg{i} < {mend - lo}:") if (lo < m0 or hi > mend) else _nullblock():
+            with s.block(f"if {m0 - lo} <= mg{i} < {mend - lo}:") if (lo < m0 or hi > mend) else nullcontext():
                 for c in range(vw):
                     for u in range(2):
                         n = add(mul(f"mcw{i}", 8 * vw), mul(f"mt{i}", 2 * vw), str(u * vw + c))
@@ -913,7 +906,7 @@ class _Emitter:
         self.stage(s, writes={red.name})
         for j in range(nj):
             v = f"tid + {self.T * j}" if j else "tid"
-            with s.block(f"if {v} < {nv}:") if (j + 1) * self.T > nv else _nullblock():
+            with s.block(f"if {v} < {nv}:") if (j + 1) * self.T > nv else nullcontext():
                 s(f"{self.ref_buf(red, v)} = qf{g}_{j}")
         self.stage(s, reads={red.name}, writes=self.sink_sets(out_t, "post"))
 
