@@ -130,13 +130,17 @@ class _Emitter:
         # fed from the registers): next to a shared-memory copy it measured slower (FMA path)
         for li, ops in list(self.fused_acc.items()):
             ld = self.p.loaders[li]
-            if not all(c in ops or (c.op_type == "matmul" and (st := self.p.stream_of.get(c.guid)) is not None
-                                    and st.frag_direct is ld) for c in self.consumers(ld.out)):
+            if not all(c in ops or self.frag_direct_reader(c, ld) for c in self.consumers(ld.out)):
                 del self.fused_acc[li]
 
     # ------------------------------------------------------------------ helpers
     def consumers(self, t: "STensor") -> list["TBOp"]:
         return self.p.consumers.get(t.guid, [])
+
+    def frag_direct_reader(self, op: "TBOp", ld: Loader) -> bool:
+        """``op`` is a tensor-core matmul whose A fragments come straight from ``ld``'s load registers."""
+        st = self.p.stream_of.get(op.guid) if op.op_type == "matmul" else None
+        return st is not None and st.frag_direct is ld
 
     def needs_buf(self, t: "STensor") -> bool:
         return any(c.op_type != "output" for c in self.consumers(t))
@@ -399,8 +403,7 @@ class _Emitter:
         fused = self.fused_acc.get(ld.index, []) if prefetched else []
         # a tile read only by tensor-core matmuls (its words are the A fragments) and by register-fused
         # accumulators needs no float32 copy in shared memory
-        f32_copy = not all((c.op_type == "matmul" and (st := self.p.stream_of.get(c.guid)) is not None
-                            and st.frag_direct is ld) or c in fused for c in self.consumers(ld.out))
+        f32_copy = not all(self.frag_direct_reader(c, ld) or c in fused for c in self.consumers(ld.out))
         buf = self.tbuf(ld.out, "persistent" if ld.invariant else "loop") if f32_copy else None
         self.stage(s, writes=({buf.name} if buf else set()) | {f"frag{st.frag_offset}" for st in direct})
 
