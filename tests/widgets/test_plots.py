@@ -1,9 +1,6 @@
 """mirage_lab.viz.plots: the figures' traces from each structure the runtime returns, and the no-GPU figure."""
 from __future__ import annotations
 
-import doctest
-import importlib
-
 import pytest
 
 from mirage_lab import examples as ex
@@ -83,11 +80,3 @@ def test_progress_figure_from_events_stats_and_dicts():
     assert cands.yaxis == "y2" and cands.line.shape == "hv"
     assert not fig.layout.annotations
     assert progress_figure([]).layout.annotations[0].text == "No progress recorded yet"
-
-
-@pytest.mark.parametrize("name", ["mirage_lab.lab", "mirage_lab.viz.plots", "mirage_lab.widgets.records",
-                                  "mirage_lab.widgets.table", "mirage_lab.widgets.detail", "mirage_lab.widgets.measure"])
-def test_docstring_examples(name):
-    mod = importlib.import_module(name)
-    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.failed == 0 and result.attempted > 0
