@@ -108,7 +108,7 @@ def searched_candidates(shape: DemoShape, log: Log, *, seconds: float, workers: 
     ``full_search``: the full shape's search takes minutes even on 16 cores. It prints
     progress while it runs and stops at ``seconds`` (candidates found so far are kept).
     """
-    from .search import CancelToken, CandidateFound, Finished, Progress, SearchResult, search, static_cost
+    from .search import CancelToken, CandidateFound, Progress, run_search, static_cost
 
     prog = seed_program(shape.batch_size, shape.output_dim, shape.hidden) if full_search else seed_program(4, 256, 256)
     x, w = (t.dims for t in prog.inputs)
@@ -117,9 +117,9 @@ def searched_candidates(shape: DemoShape, log: Log, *, seconds: float, workers: 
     token = CancelToken()
     t0 = time.perf_counter()
     last = -10.0
-    cands: list[KernelGraph] = []
-    final = None
-    for ev in search(prog, workers=workers, cancel=token):
+
+    def on_event(ev: object) -> None:
+        nonlocal last
         now = time.perf_counter() - t0
         if isinstance(ev, Progress) and now - last >= 5:
             last = now
@@ -128,18 +128,15 @@ def searched_candidates(shape: DemoShape, log: Log, *, seconds: float, workers: 
                 f"{st.fingerprint_tests} fingerprint tests, {st.candidates} candidates, "
                 f"{st.subtrees_done}/{st.subtrees_total} subtrees")
         elif isinstance(ev, CandidateFound):
-            cands.append(ev.graph)
             c = static_cost(ev.graph)
             log(f"search: candidate {ev.index}: {c.kernels} kernel(s), ~{c.bytes / 1e6:.2f} MB moved")
-        elif isinstance(ev, Finished):
-            final = ev
         if now > seconds and not token.is_set():
             token.cancel()
-    assert final is not None
-    st = final.stats
-    log(f"search: {'stopped' if final.cancelled else 'finished'} after {time.perf_counter() - t0:.1f}s: "
-        f"{st.states} states, {len(cands)} candidates")
-    result = SearchResult(prog, cands, [static_cost(c) for c in cands], st, final.cancelled)
+
+    result = run_search(prog, workers=workers, cancel=token, on_event=on_event)
+    st = result.stats
+    log(f"search: {'stopped' if result.cancelled else 'finished'} after {time.perf_counter() - t0:.1f}s: "
+        f"{st.states} states, {len(result.candidates)} candidates")
     sections = []
     for rank, g in enumerate(result.ranked()[:keep]):
         c = static_cost(g)
