@@ -37,11 +37,9 @@ def _rel(o, r):
     return float((o.double() - r.double()).norm() / r.double().norm())
 
 
-@pytest.mark.parametrize("name,build,scales", FULL, ids=[f[0] for f in FULL])
-def test_full_shape_kernels_match_float64_reference(name, build, scales):
-    g = build()
-    k = mi.runtime.compile(g)
-    for seed in (1, 2):  # fresh inputs each time
+def _check_against_reference(name, g, k, scales, seeds):
+    """Fresh inputs per seed, NaN-poisoned outputs, float64 reference."""
+    for seed in seeds:
         xs = _inputs(g, scales, seed)
         outs = k(inputs=xs, poison=True)
         torch.cuda.synchronize()
@@ -49,6 +47,12 @@ def test_full_shape_kernels_match_float64_reference(name, build, scales):
         for o, r in zip(outs, refs):
             assert not torch.isnan(o).any(), f"{name}: NaN (unwritten output element?)"
             assert _rel(o, r) < 2e-3, f"{name}: rel err {_rel(o, r):.3g}"
+
+
+@pytest.mark.parametrize("name,build,scales", FULL, ids=[f[0] for f in FULL])
+def test_full_shape_kernels_match_float64_reference(name, build, scales):
+    g = build()
+    _check_against_reference(name, g, mi.runtime.compile(g), scales, seeds=(1, 2))
 
 
 @pytest.mark.parametrize("name,build,scales", FULL, ids=[f[0] for f in FULL])
@@ -60,14 +64,7 @@ def test_mma_kernels_match_float64_reference(name, build, scales):
     k = mi.runtime.compile(g, options=CodegenOptions(mma=True))
     if name.startswith(("rmsnorm", "gated")):
         assert any("tensor cores: mma.m16n8k16" in src for src in k.generated.kernel_sources.values())
-    for seed in (3, 4):
-        xs = _inputs(g, scales, seed)
-        outs = k(inputs=xs, poison=True)
-        torch.cuda.synchronize()
-        refs = mi.run_reference(g, [x.double() for x in xs])
-        for o, r in zip(outs, refs):
-            assert not torch.isnan(o).any(), f"{name}: NaN (unwritten output element?)"
-            assert _rel(o, r) < 2e-3, f"{name}: rel err {_rel(o, r):.3g}"
+    _check_against_reference(name, g, k, scales, seeds=(3, 4))
 
 
 def test_cuda_graph_replay_tracks_in_place_input_updates():
