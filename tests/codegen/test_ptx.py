@@ -20,13 +20,18 @@ def ptx(tmp_path_factory) -> dict:
     return run_script(HERE / "ptx_runner.py", [], tmp_path_factory.mktemp("ptx"), simulator=False, timeout=1500)
 
 
+def _assert_clean(name: str, rows) -> None:
+    """Every kernel of a case assembled, with no float64 arithmetic and no register spills."""
+    assert isinstance(rows, list), f"{name}: {rows.get('error')}"
+    for r in rows:
+        assert r["ok"], f"{name}/{r['kernel']}: ptxas failed: {r['ptxas']}"
+        assert r["f64_ops"] == 0, f"{name}/{r['kernel']}: float64 arithmetic in the kernel"
+        assert r["spill_bytes"] == 0, f"{name}/{r['kernel']}: {r['spill_bytes']} bytes of register spills"
+
+
 def test_every_kernel_compiles_for_sm90(ptx: dict) -> None:
     for name, rows in ptx.items():
-        assert isinstance(rows, list), f"{name}: {rows.get('error')}"
-        for r in rows:
-            assert r["ok"], f"{name}/{r['kernel']}: ptxas failed: {r['ptxas']}"
-            assert r["f64_ops"] == 0, f"{name}/{r['kernel']}: float64 arithmetic in the kernel"
-            assert r["spill_bytes"] == 0, f"{name}/{r['kernel']}: {r['spill_bytes']} bytes of register spills"
+        _assert_clean(name, rows)
 
 
 def test_wide_loads_are_vector_loads(ptx: dict) -> None:
@@ -45,11 +50,7 @@ def test_mma_kernels_assemble_for_sm90(ptx_mma: dict) -> None:
     expect = {"rms_norm_linear": 1, "rms_norm_linear_m16": 1, "rms_norm_linear_bf16": 1, "gated_mlp": 2,
               "streamed_epilogue": 1, "rms_norm_linear_full": 1, "gated_mlp_full": 2}
     for name, rows in ptx_mma.items():
-        assert isinstance(rows, list), f"{name}: {rows.get('error')}"
-        for r in rows:
-            assert r["ok"], f"{name}/{r['kernel']}: ptxas failed: {r['ptxas']}"
-            assert r["f64_ops"] == 0, f"{name}/{r['kernel']}: float64 arithmetic in the kernel"
-            assert r["spill_bytes"] == 0, f"{name}/{r['kernel']}: {r['spill_bytes']} bytes of register spills"
+        _assert_clean(name, rows)
         if name in expect:
             assert rows[0]["mma"] > 0, f"{name}: no mma.sync in the PTX"
     # the benchmark shape: 128 blocks x 128 threads, K tile 256, N tile 32 -> 4 warps x 4 k-steps x 4 mma
