@@ -19,12 +19,7 @@ import torch  # noqa: E402
 import mirage_lab as mi  # noqa: E402
 from codegen_cases import CASES  # noqa: E402
 from mirage_lab.codegen import CodegenOptions  # noqa: E402
-
-
-def rel(o: torch.Tensor, r: torch.Tensor) -> float:
-    if torch.isnan(o).any():
-        return float("nan")
-    return float((o.double() - r.double()).norm() / r.double().norm())
+from mirage_lab.runtime.profile import relative_error as rel  # noqa: E402
 
 
 def main() -> None:

@@ -33,11 +33,7 @@ def _inputs(g, scales, seed):
     return [(torch.randn(t.dims, generator=gen, device="cuda") * s).to(t.dtype.torch) for t, s in zip(g.inputs, scales)]
 
 
-def _rel(o, r):
-    return float((o.double() - r.double()).norm() / r.double().norm())
-
-
-def _check_against_reference(name, g, k, scales, seeds):
+def _check_against_reference(name, g, k, scales, seeds, rel):
     """Fresh inputs per seed, NaN-poisoned outputs, float64 reference."""
     for seed in seeds:
         xs = _inputs(g, scales, seed)
@@ -46,17 +42,17 @@ def _check_against_reference(name, g, k, scales, seeds):
         refs = mi.run_reference(g, [x.double() for x in xs])
         for o, r in zip(outs, refs):
             assert not torch.isnan(o).any(), f"{name}: NaN (unwritten output element?)"
-            assert _rel(o, r) < 2e-3, f"{name}: rel err {_rel(o, r):.3g}"
+            assert rel(o, r) < 2e-3, f"{name}: rel err {rel(o, r):.3g}"
 
 
 @pytest.mark.parametrize("name,build,scales", FULL, ids=[f[0] for f in FULL])
-def test_full_shape_kernels_match_float64_reference(name, build, scales):
+def test_full_shape_kernels_match_float64_reference(name, build, scales, rel):
     g = build()
-    _check_against_reference(name, g, mi.runtime.compile(g), scales, seeds=(1, 2))
+    _check_against_reference(name, g, mi.runtime.compile(g), scales, (1, 2), rel)
 
 
 @pytest.mark.parametrize("name,build,scales", FULL, ids=[f[0] for f in FULL])
-def test_mma_kernels_match_float64_reference(name, build, scales):
+def test_mma_kernels_match_float64_reference(name, build, scales, rel):
     """CodegenOptions(mma=True): inline-PTX mma.sync streamed matmuls at full shape, NaN-poisoned outputs."""
     from mirage_lab.codegen import CodegenOptions
 
@@ -64,7 +60,7 @@ def test_mma_kernels_match_float64_reference(name, build, scales):
     k = mi.runtime.compile(g, options=CodegenOptions(mma=True))
     if name.startswith(("rmsnorm", "gated")):
         assert any("tensor cores: mma.m16n8k16" in src for src in k.generated.kernel_sources.values())
-    _check_against_reference(name, g, k, scales, seeds=(3, 4))
+    _check_against_reference(name, g, k, scales, (3, 4), rel)
 
 
 def test_cuda_graph_replay_tracks_in_place_input_updates():
@@ -105,7 +101,7 @@ def test_profile_and_select_fastest():
     assert sel.best.median_us == min(c.median_us for c in sel.candidates)
 
 
-def test_exported_module_runs_on_gpu(tmp_path):
+def test_exported_module_runs_on_gpu(tmp_path, rel):
     g = gqa_flashdecoding(64, 1, 128, 4096, kv_splits=16, q_blocks=1, forloop_range=4)
     p = mi.runtime.export(g, tmp_path / "gqa_decode.py", latency_us=47.0, device=torch.cuda.get_device_name())
     spec = importlib.util.spec_from_file_location("gqa_decode_export", p)
@@ -114,5 +110,5 @@ def test_exported_module_runs_on_gpu(tmp_path):
     xs = _inputs(g, [1 / 128 ** 0.5, 0.5, 1.0], 8)
     (out,) = mod.forward(*xs)
     (ref,) = mi.run_reference(g, [x.double() for x in xs])
-    assert _rel(out, ref) < 2e-3
+    assert rel(out, ref) < 2e-3
     assert "47.00 µs" in p.read_text()
