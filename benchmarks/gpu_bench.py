@@ -252,8 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         f"and this measured value")
     opts = OPTION_SETS[args.options]
     t0 = time.perf_counter()
-    all_graphs = [g if isinstance(g, tuple) else (g, o) for n in names
-                  for g in progs[n].candidates() + extra.get(n, []) for o in ((None,) if isinstance(g, tuple) else opts)]
+    all_graphs = [pair for n in names for pair in prof.with_options(progs[n].candidates() + extra.get(n, []), opts)]
     res = mi.runtime.precompile(all_graphs, workers=args.workers or None)
     bad = [r for r in res if r[2]]
     log(f"precompiled {len(res)} μGraphs in {time.perf_counter() - t0:.0f} s "
@@ -265,8 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "run":
         for n in names:
             p = progs[n]
-            for g, o in [g if isinstance(g, tuple) else (g, o) for g in p.candidates() + extra.get(n, [])
-                         for o in ((None,) if isinstance(g, tuple) else opts)]:
+            for g, o in prof.with_options(p.candidates() + extra.get(n, []), opts):
                 k = mi.runtime.compile(g, options=o)
                 xs = p.inputs(g, torch.Generator(device="cuda").manual_seed(0))
                 for _ in range(2):

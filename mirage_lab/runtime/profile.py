@@ -245,6 +245,15 @@ class Selection:
         return rows
 
 
+def with_options(candidates: Sequence[KernelGraph | tuple[KernelGraph, CodegenOptions]],
+                 options: Sequence[CodegenOptions]) -> list[tuple[KernelGraph, CodegenOptions]]:
+    """``(graph, options)`` pairs: each μGraph under every one of ``options``; a given pair as it is."""
+    out: list[tuple[KernelGraph, CodegenOptions]] = []
+    for g in candidates:
+        out += [g] if isinstance(g, tuple) else [(g, o) for o in options]
+    return out
+
+
 def select_fastest(candidates: Sequence[KernelGraph | tuple[KernelGraph, CodegenOptions]],
                    inputs: Sequence[torch.Tensor], *, check: bool = True,
                    tol: float = 2e-3, repeats: int = 200, reference: Sequence[torch.Tensor] | None = None,
@@ -262,8 +271,7 @@ def select_fastest(candidates: Sequence[KernelGraph | tuple[KernelGraph, Codegen
     """
     if not candidates:
         raise MirageLabError("select_fastest: no candidates")
-    cands = [Candidate(*g) if isinstance(g, tuple) else Candidate(g, o)
-             for g in candidates for o in ((None,) if isinstance(g, tuple) else options)]
+    cands = [Candidate(g, o) for g, o in with_options(candidates, options)]
     ref = list(reference) if reference is not None else None
     for c in cands:
         try:
