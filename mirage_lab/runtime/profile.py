@@ -119,7 +119,8 @@ def time_calls(calls: Sequence[Callable[[], Any]], *, name: str = "", mode: str 
     return _summary(name, mode, samples, n)
 
 
-def time_python(call: Callable[[], Any], *, name: str = "", iters: int = 200, warmup: int = 10) -> Timing:
+def time_python(call: Callable[[], Any], *, name: str = "", mode: str = "python_call", iters: int = 200,
+                warmup: int = 10) -> Timing:
     """Wall-clock microseconds per call from Python (launch overhead included), synced at the end."""
     for _ in range(warmup):
         call()
@@ -131,7 +132,7 @@ def time_python(call: Callable[[], Any], *, name: str = "", iters: int = 200, wa
             call()
         torch.cuda.synchronize()
         samples.append((time.perf_counter() - t0) / (iters // 5) * 1e6)
-    return _summary(name, "python_call", samples, 1)
+    return _summary(name, mode, samples, 1)
 
 
 def _capture(fn: Callable[[], Any]) -> torch.cuda.CUDAGraph:
@@ -161,9 +162,8 @@ def profile_kernel(kernel: CompiledKernel, inputs: Sequence[torch.Tensor], *, na
         "eager": time_calls([lambda s=s: kernel.run_unchecked(s) for s in sets], name=name, mode="eager",
                             repeats=repeats),
         "python_call": time_python(lambda: kernel(inputs=xs), name=name),
-        "python_call_graph": time_python(lambda: kernel(inputs=xs, graph=True), name=name),
+        "python_call_graph": time_python(lambda: kernel(inputs=xs, graph=True), name=name, mode="python_call_graph"),
     }
-    out["python_call_graph"].mode = "python_call_graph"
     return out
 
 
