@@ -15,17 +15,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mirage_lab import examples as ex  # noqa: E402
 from mirage_lab.search import generator as G  # noqa: E402
 from mirage_lab.search.config import SearchConfig  # noqa: E402
+from search_bench import programs  # noqa: E402  (the same programs and presets as the search benchmark)
 
-PROGRAMS = {
-    "gqa": (lambda: ex.gqa_program(2, 256, 64, 4096), "attention"),
-    "rms": (lambda: ex.rms_norm_linear_program(16, 4096, 4096), None),
-    "rms6144": (lambda: ex.rms_norm_linear_program(2, 4096, 6144), None),
-    "mlp": (lambda: ex.gated_mlp_program(8, 4096, 4096), "mlp"),
-}
+PROGRAMS = {"gqa": "gqa_2x256x64x4096", "rms": "rmsnorm_linear_16x4096x4096",
+            "rms6144": "rmsnorm_linear_2x4096x6144", "mlp": "gated_mlp_8x4096x4096"}
 
 
 def main() -> None:
@@ -35,7 +32,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--backends", default="numpy,cuda")
     args = ap.parse_args()
-    make, config = PROGRAMS[args.program]
+    make, config = programs(small=False)[PROGRAMS[args.program]][:2]
     g = make()
     print("| program | task | backend | states | states/s | fingerprint tests | candidates | first cand. s | finished |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -29,6 +29,7 @@ BLOCK_OPS = ("matmul", "exp", "square", "sqrt", "silu", "gelu", "relu", "clamp",
 BLOCK_ACCUMS = (None, "sum", "rms")
 
 PRESETS = ("attention", "mlp", "lora", None)
+FINGERPRINT_BACKENDS = ("auto", "numpy", "cuda")
 
 
 class SearchConfigError(MirageLabError, ValueError):
@@ -108,8 +109,8 @@ class SearchConfig:
             if any(f <= 0 for f in kw["franges"]):
                 raise SearchConfigError(f"franges must be positive ints, got {franges!r}")
         fb = limits.get("fingerprint_backend", "auto")
-        if fb not in ("auto", "numpy", "cuda"):
-            raise SearchConfigError(f"fingerprint_backend must be 'auto', 'numpy' or 'cuda', got {fb!r}")
+        if fb not in FINGERPRINT_BACKENDS:
+            raise SearchConfigError(f"fingerprint_backend must be one of {FINGERPRINT_BACKENDS}, got {fb!r}")
         known = {f for f in cls.__dataclass_fields__}
         for k, v in limits.items():
             if k not in known or k in ("extra", "config"):

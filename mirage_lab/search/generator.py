@@ -122,16 +122,6 @@ class Target:
 
         self.needed_inputs = sorted(set().union(*(variables(e) for e in self.output_exprs)))
         self.clamp_bounds = sorted({(op.attrs["lo"], op.attrs["hi"]) for op in graph.ops if op.op_type == "clamp"})
-        self.output_keys = [(d, fp.tobytes()) for d, fp in zip(self.output_dims, self.outputs_fp)]
-
-    def match(self, leaves: Sequence[Node]) -> tuple[int, ...] | None:
-        """The permutation mapping target outputs to ``leaves`` whose fingerprints agree, if any."""
-        n = len(self.output_dims)
-        for perm in itertools.permutations(range(n)):
-            if all(leaves[perm[i]].dims == self.output_dims[i] and
-                   np.array_equal(leaves[perm[i]].fp, self.outputs_fp[i]) for i in range(n)):
-                return perm
-        return None
 
 
 # --------------------------------------------------------------------------- the search
@@ -164,7 +154,9 @@ class Generator:
         biggest = max(t.numel() for t in target.graph.tensors)
         self.max_kernel_elements = max(MAX_FP_ELEMENTS, 2 * biggest)
         self._inputs = [self.arrays.put(fp) for fp in target.inputs_fp]
-        self._out_digests = [digest_any(self.arrays.put(fp)) for fp in target.outputs_fp]
+        # The outputs as Node keys name them (dims, phase, fingerprint shape, digest).
+        self._out_keys = [(d, False, tuple(fp.shape), digest_any(self.arrays.put(fp)))
+                          for d, fp in zip(target.output_dims, target.outputs_fp)]
 
     # ----------------------------------------------------------------- tasks
     def root_nodes(self) -> list[Node]:
@@ -269,14 +261,13 @@ class Generator:
             return
         if self._verify_state(nodes, ops):
             return
-        # Below a kernel state, the search depends only on the state's tensors, the last op's
-        # canonical key and the ops used: a state reached again (often from another
-        # customized op that computes the same tensors) replays the continuations found
-        # the first time instead of searching them again. Dedup is scoped to the subtree so
-        # that what is memoized does not depend on which task got there first.
+        # Below a kernel state, the search depends only on the state's tensors, which of them
+        # are still unused, which inputs were read, the last op's canonical key and the ops
+        # (and customized ops) used: a state reached again (often from another customized op
+        # that computes the same tensors) replays the continuations found the first time.
+        # Dedup is scoped to the expansion, so what is memoized does not depend on which task
+        # got there first.
         n_in = len(self.t.input_dims)
-        # What the continuations depend on: the tensors, which of them are still unused, which
-        # inputs were read, the last op's canonical key and the ops (and customized ops) used.
         used_inputs = frozenset(i for op in ops for i in op[1] if i < n_in)
         mkey = (tuple(n.key() for n in nodes[n_in:]), tuple(self._leaves(nodes, ops)), used_inputs,
                 self._last_key(ops), len(ops), sum(1 for op in ops if op[0] == "customized"))
@@ -329,12 +320,10 @@ class Generator:
         return True
 
     def _match(self, leaves: list[Node]) -> tuple[int, ...] | None:
-        """:meth:`Target.match` by digests (the leaves' arrays may live on a GPU)."""
-        n = len(self.t.output_dims)
+        """The permutation mapping the target's outputs to ``leaves`` with equal keys, if any."""
+        n = len(self._out_keys)
         for perm in itertools.permutations(range(n)):
-            if all(leaves[perm[i]].dims == self.t.output_dims[i] and
-                   tuple(leaves[perm[i]].fp.shape) == tuple(self.t.outputs_fp[i].shape) and
-                   leaves[perm[i]].key()[3] == self._out_digests[i] for i in range(n)):
+            if all(leaves[perm[i]].key() == self._out_keys[i] for i in range(n)):
                 return perm
         return None
 
@@ -648,14 +637,9 @@ class Generator:
             expr = for_block_op("forloop_accum", {"acc": acc}, [a.expr], [a.dims], root.frange, self.cfg.reduction_dimx)
             if not self._expr_ok(expr):
                 return
-            mkey = (typ, attrs, a.key(), None)
-            hit = self.fp_memo.get(mkey)
-            if hit is None:
-                node = Node(dims, self.arrays.accum(acc, a.fp, tiles.LEAD - 1, root.frange, w, self.cfg.reduction_dimx),
-                            expr, after_accum=True)
-                self.fp_memo[mkey] = (node.fp, node.key())
-            else:
-                node = Node(dims, hit[0], expr, after_accum=True, _key=hit[1])
+            node = self._memo_node((typ, attrs, a.key(), None), dims, expr, True,
+                                   lambda: self.arrays.accum(acc, a.fp, tiles.LEAD - 1, root.frange, w,
+                                                             self.cfg.reduction_dimx))
         else:
             dims = _out_dims(typ, a.dims, b.dims if b else None, batch_one=True)
             if dims is None:
@@ -675,14 +659,8 @@ class Generator:
                     _fp_elements(typ, tuple(a.fp.shape), tuple(b.fp.shape) if b is not None else None) > MAX_FP_ELEMENTS:
                 self.stats.pruned_other += 1
                 return
-            # The same op on the same tiles recurs across branches of one root: compute it once.
-            mkey = (typ, attrs, a.key(), b.key() if b else None)
-            hit = self.fp_memo.get(mkey)
-            if hit is None:
-                node = Node(dims, self._fp_op(typ, a.fp, b.fp if b else None, ad), expr, after_accum=a.after_accum)
-                self.fp_memo[mkey] = (node.fp, node.key())
-            else:
-                node = Node(dims, hit[0], expr, after_accum=a.after_accum, _key=hit[1])
+            node = self._memo_node((typ, attrs, a.key(), b.key() if b else None), dims, expr, a.after_accum,
+                                   lambda: self._fp_op(typ, a.fp, b.fp if b else None, ad))
         if self._smem(bnodes, bops, node, typ, ad) > self.cfg.smem_limit:
             self.stats.pruned_other += 1
             return
@@ -702,6 +680,16 @@ class Generator:
         self._block_state(nodes, kops, root, bnodes, bops)
         bnodes.pop()
         bops.pop()
+
+    def _memo_node(self, mkey: tuple, dims: tuple, expr: Any, after_accum: bool, compute: Callable[[], Any]) -> Node:
+        """A block tensor; its fingerprint and key computed once per (op, operand tensors) in a
+        root, since the same op on the same tiles recurs across its branches."""
+        hit = self.fp_memo.get(mkey)
+        if hit is None:
+            node = Node(dims, compute(), expr, after_accum=after_accum)
+            self.fp_memo[mkey] = (node.fp, node.key())
+            return node
+        return Node(dims, hit[0], expr, after_accum=after_accum, _key=hit[1])
 
     def _fp_op(self, typ: str, a: Any, b: Any, attrs: dict) -> Any:
         xp = self.arrays
@@ -782,19 +770,15 @@ def _numel(dims: Sequence[int]) -> int:
 
 
 def _tile_bytes(dims: Sequence[int], itemsize: int) -> int:
-    n = itemsize
-    for d in dims:
-        n *= d
-    return n
+    return itemsize * _numel(dims)
 
 
 def _fp_elements(typ: str, a: tuple, b: tuple | None) -> int:
     if b is None:
-        return int(np.prod(a))
+        return _numel(a)
     if typ == "matmul":
-        lead = np.broadcast_shapes(a[:-2], b[:-2])
-        return int(np.prod(lead)) * a[-2] * b[-1]
-    return int(np.prod(np.broadcast_shapes(a, b)))
+        return _numel(np.broadcast_shapes(a[:-2], b[:-2])) * a[-2] * b[-1]
+    return _numel(np.broadcast_shapes(a, b))
 
 
 def _tile(dims: Sequence[int], grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> tuple[int, ...]:
@@ -825,6 +809,3 @@ def _out_dims(typ: str, a: tuple, b: tuple | None, batch_one: bool) -> tuple[int
             return None
         out.append(max(x, y))
     return tuple(out)
-
-
-
