@@ -13,54 +13,32 @@ through JUPYTER_PATH, so it tests the current build whether or not the package i
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
+from browser_support import ARTIFACTS, REPO, browser_missing, browser_page, jupyterlab
+
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
-REPO = Path(__file__).resolve().parents[2]
 BUILT = REPO / "mirage_lab" / "labextension"
 EXT_NAME = "mirage-lab-mugraph"
-CHROMIUM = os.environ.get("MIRAGE_LAB_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = REPO / "test-artifacts"
 DOC_SHOT = REPO / "docs" / "img" / "extension_inspector.png"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 GQA_METRICS = {"op3": {"latency_us": 31.5, "bytes": 134217728}, "op4": {"latency_us": 6.2, "bytes": 1572864}}
 
 
 def _requirements() -> str | None:
     if not (BUILT / "package.json").is_file():
         return f"extension not built ({BUILT} missing): run `cd extension && npm ci && npm run build`"
-    if not Path(CHROMIUM).exists():
-        return f"no Chromium at {CHROMIUM} (apt-get install chromium, or set MIRAGE_LAB_CHROMIUM)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright Python package is not installed (pip install playwright)"
     return None
 
 
-_missing = _requirements()
+_missing = _requirements() or browser_missing()
 if _missing:
     pytestmark.append(pytest.mark.skip(reason=_missing))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _notebook(path: Path) -> None:
@@ -90,59 +68,15 @@ def _notebook(path: Path) -> None:
 def lab(tmp_path_factory):
     """A JupyterLab server with only the built extension added, isolated from the user's config."""
     base = tmp_path_factory.mktemp("lab")
-    root, data, config = base / "root", base / "data", base / "config"
-    for d in (root, data / "labextensions", config / "labconfig"):
+    root, data = base / "root", base / "data"
+    for d in (root, data / "labextensions"):
         d.mkdir(parents=True)
     # What `jupyter labextension develop` does: the extension dir links to the build output.
     (data / "labextensions" / EXT_NAME).symlink_to(BUILT, target_is_directory=True)
-    # No news pop-up over the notebook.
-    (config / "labconfig" / "page_config.json").write_text(
-        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
-    )
     _notebook(root / "inspector.ipynb")
-    env = dict(os.environ, JUPYTER_PATH=str(data), JUPYTER_CONFIG_DIR=str(config),
-               JUPYTERLAB_SETTINGS_DIR=str(base / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(base / "ws"),
-               JUPYTER_RUNTIME_DIR=str(base / "runtime"), JUPYTER_PLATFORM_DIRS="1")
-
-    listed = subprocess.run([sys.executable, "-m", "jupyterlab.labextensions", "list"], env=env,
-                            capture_output=True, text=True, timeout=120)
-    listing = listed.stdout + listed.stderr
-    line = next((ln for ln in listing.splitlines() if EXT_NAME in ln), "")
-    assert "enabled" in line and "OK" in line, f"`jupyter labextension list` does not show {EXT_NAME} enabled:\n{listing}"
-
-    port, token = _free_port(), "mirage-lab-browser-test"
-    log = (base / "lab.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0",
-         "--allow-root", "--LabApp.extension_manager=readonly",
-         "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited early:\n{(base / 'lab.log').read_text()}")
-            try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"jupyter lab did not start in 90 s:\n{(base / 'lab.log').read_text()}")
-            time.sleep(0.5)
-        yield {"url": url, "token": token, "log": base / "lab.log"}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    with jupyterlab(base, root, token="mirage-lab-browser-test", extensions=[EXT_NAME],
+                    env={"JUPYTER_PATH": str(data)}) as server:
+        yield server
 
 
 def _kernels(lab) -> list:
@@ -152,16 +86,8 @@ def _kernels(lab) -> list:
 
 @pytest.fixture(scope="module")
 def page(lab):
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
-        pg = context.new_page()
-        pg.errors = []  # uncaught page errors, checked at the end
-        pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-        pg.goto(f"{lab['url']}/lab/tree/inspector.ipynb?token={lab['token']}", wait_until="domcontentloaded")
+    url = f"{lab['url']}/lab/tree/inspector.ipynb?token={lab['token']}"
+    with browser_page(url, viewport={"width": 1500, "height": 1000}, accept_downloads=True) as pg:
         # The notebook has no kernelspec: answer JupyterLab's kernel dialog with "No Kernel".
         dialog = pg.locator(".jp-Dialog")
         try:
@@ -171,8 +97,6 @@ def page(lab):
             pass
         pg.locator(".mlg-root .mlg-svg").nth(1).wait_for(timeout=60_000)
         yield pg
-        context.close()
-        browser.close()
 
 
 def _inspector(page, n: int):

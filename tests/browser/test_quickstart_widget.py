@@ -7,128 +7,51 @@ a candidate selected with its drawing shown, the progress plot (plotly's FigureW
 anywidget) drawn; then it clicks another row and the level switch and checks that the detail
 pane follows. Screenshots go to test-artifacts/; the widget's goes to docs/img/ for the README.
 
-The JupyterLab start-up follows tests/browser/test_extension_inspector.py.
+The JupyterLab start-up and the browser are tests/browser/browser_support.py's.
 """
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
+from browser_support import ARTIFACTS, REPO, browser_missing, browser_page, jupyterlab
+
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
-REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "00_quickstart.ipynb"
-CHROMIUM = os.environ.get("MIRAGE_LAB_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = REPO / "test-artifacts"
 DOC_SHOT = REPO / "docs" / "img" / "quickstart_widget.png"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 WIDGET_EXTENSIONS = ("@jupyter-widgets/jupyterlab-manager", "anywidget")
 
 
 def _requirements() -> str | None:
-    if not Path(CHROMIUM).exists():
-        return f"no Chromium at {CHROMIUM} (apt-get install chromium, or set MIRAGE_LAB_CHROMIUM)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright Python package is not installed (pip install playwright)"
     if shutil.which("dot") is None:
         return "Graphviz's dot is not installed (apt-get install graphviz): the widget's drawing needs it"
     return None
 
 
-_missing = _requirements()
+_missing = browser_missing() or _requirements()
 if _missing:
     pytestmark.append(pytest.mark.skip(reason=_missing))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab on a copy of the quickstart, isolated from the user's config; the app exposed to tests."""
     base = tmp_path_factory.mktemp("lab")
-    root, config = base / "root", base / "config"
-    for d in (root, config / "labconfig"):
-        d.mkdir(parents=True)
-    (config / "labconfig" / "page_config.json").write_text(
-        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
-    )
+    root = base / "root"
+    root.mkdir()
     shutil.copyfile(NOTEBOOK, root / NOTEBOOK.name)
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTERLAB_SETTINGS_DIR=str(base / "settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(base / "ws"), JUPYTER_RUNTIME_DIR=str(base / "runtime"),
-               JUPYTER_PLATFORM_DIRS="1", OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-
-    listed = subprocess.run([sys.executable, "-m", "jupyterlab.labextensions", "list"], env=env,
-                            capture_output=True, text=True, timeout=120)
-    listing = listed.stdout + listed.stderr
-    for ext in WIDGET_EXTENSIONS:
-        line = next((ln for ln in listing.splitlines() if ext in ln), "")
-        assert "enabled" in line and "OK" in line, f"{ext} is not enabled in JupyterLab:\n{listing}"
-
-    port, token = _free_port(), "mirage-lab-quickstart-test"
-    log = (base / "lab.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0",
-         "--allow-root", "--LabApp.extension_manager=readonly", "--LabApp.expose_app_in_browser=True",
-         "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited early:\n{(base / 'lab.log').read_text()}")
-            try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"jupyter lab did not start in 90 s:\n{(base / 'lab.log').read_text()}")
-            time.sleep(0.5)
-        yield {"url": url, "token": token, "log": base / "lab.log", "root": root}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    with jupyterlab(base, root, token="mirage-lab-quickstart-test", extensions=WIDGET_EXTENSIONS,
+                    env={"OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)},
+                    args=["--LabApp.expose_app_in_browser=True"]) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def page(lab):
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1440, "height": 1500})  # the whole widget in view
-        pg = context.new_page()
-        pg.errors = []
-        pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-        pg.goto(f"{lab['url']}/lab/tree/{NOTEBOOK.name}?token={lab['token']}", wait_until="domcontentloaded")
+    url = f"{lab['url']}/lab/tree/{NOTEBOOK.name}?token={lab['token']}"
+    with browser_page(url, viewport={"width": 1440, "height": 1500}) as pg:  # the whole widget in view
         pg.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=90_000)
         # Wait for the kernel, then run every cell as Run > Run All Cells does.
         pg.wait_for_function("""() => {
@@ -143,8 +66,6 @@ def page(lab):
             app.commands.execute('notebook:run-all-cells');
         }""")
         yield pg
-        context.close()
-        browser.close()
 
 
 def _explorer(page):
