@@ -32,7 +32,7 @@ from ..ir.kernel_graph import KernelGraph
 from ..search.events import CandidateFound, Finished, Progress, SearchError, SearchStats
 from ..viz import LEVELS
 from ..viz.plots import candidate_dtick
-from . import detail
+from . import detail, progress
 from .measure import gpu_available
 from .records import CandidateRecord
 from .table import CandidateTable
@@ -40,12 +40,6 @@ from .table import CandidateTable
 STATES = ("idle", "running", "finished", "stopped", "error")
 _MAX_HISTORY = 4000
 PLOT_WIDTH = 520  # px: FigureWidget does not follow its container's width; this fits beside the detail pane
-_STAT_CARDS = [  # (SearchStats field or derived key, label)
-    ("states", "states"), ("rate", "states/s"), ("pruned_expr", "pruned · expression"),
-    ("pruned_dedup", "pruned · dedup"), ("pruned_other", "pruned · shape/limits"),
-    ("fingerprint_tests", "fingerprint tests"), ("reused", "memo replays"), ("candidates", "candidates"),
-    ("elapsed", "elapsed"),
-]
 
 
 def _sample(stats: SearchStats, candidates: int) -> dict[str, Any]:
@@ -270,49 +264,15 @@ class SearchExplorer(W.VBox):
                 idx, self._pending_select = self._pending_select, None
                 self._select_locked(idx)
 
-    def _rate(self) -> float:
-        """States per second over the last ~2 s (the whole run while shorter)."""
-        h = self.history
-        if len(h) < 2:
-            return 0.0
-        last = h[-1]
-        first = next((s for s in reversed(h) if last["elapsed"] - s["elapsed"] >= 2.0), h[0])
-        dt = last["elapsed"] - first["elapsed"]
-        return (last["states"] - first["states"]) / dt if dt > 0 else 0.0
-
     def _paint_progress(self) -> None:
-        s = self.stats
-        vals = {k: getattr(s, k, 0) for k, _ in _STAT_CARDS if hasattr(s, k)}
-        vals["candidates"] = len(self.candidates)
-        vals["rate"] = self._rate()
-        vals.setdefault("elapsed", 0.0)
-        cards = []
-        for key, label in _STAT_CARDS:
-            if key not in vals:  # a counter this version of the search does not keep
-                continue
-            v = vals.get(key, 0)
-            text = f"{v:.1f} s" if key == "elapsed" else f"{v:,.0f}"
-            cards.append(f'<div class="mlab-stat" data-stat="{key}" style="border:1px solid #e0e0e0;'
-                         f'border-radius:4px;padding:2px 8px;min-width:92px"><div style="font-size:11px;'
-                         f'color:#616161">{label}</div><div style="font-size:15px;font-weight:600">{text}</div></div>')
-        n = len(self.candidates)
-        if self.state == "running":
-            status = f"⏳ searching… {n} candidate{'s' if n != 1 else ''} so far"
-        elif self.state == "finished":
-            status = f"✓ finished in {s.elapsed:.1f} s: {n} candidate{'s' if n != 1 else ''}"
-        elif self.state == "stopped":
-            status = f"■ stopped after {s.elapsed:.1f} s: {n} candidate{'s' if n != 1 else ''} kept"
-        elif self.state == "error":
-            status = "✗ the search failed"
-        else:
-            status = "not started"
-        if self.errors:
-            status += "".join(f'<div style="color:#b71c1c">{html.escape(e)}</div>' for e in self.errors[-3:])
+        s, n = self.stats, len(self.candidates)
+        cards = progress.stat_cards_html(s, n, progress.recent_rate(self.history))
+        status = progress.status_html(self.state, s, n, self.errors)
         with ExitStack() as st:
             for w in (self.progress_html, self.subtrees, self.subtrees_label, self.status, self.stop_button):
                 st.enter_context(w.hold_sync())
-            self.progress_html.value = f'<div style="display:flex;flex-wrap:wrap;gap:6px">{"".join(cards)}</div>'
-            self.status.value = f'<span class="mlab-status" data-state="{self.state}">{status}</span>'
+            self.progress_html.value = cards
+            self.status.value = status
             total = max(1, s.subtrees_total)
             self.subtrees.max = total
             self.subtrees.value = min(s.subtrees_done, total)
