@@ -357,7 +357,7 @@ class SearchExplorer(W.VBox):
                                      "<i>the code generator cannot handle this graph; its printed form:</i>")
                                     + detail.code_html(self.detail_code))
             self.text_view.value = detail.text_html(repr(rec.graph))
-            self.export_path.value = f"mirage_candidate_{rec.index}_{rec.hash[:8]}.py"
+            self.export_path.value = rec.module_name
             self.export_button.disabled = False
         self._paint_drawing()
         self._verify_async(index)
@@ -484,7 +484,7 @@ class SearchExplorer(W.VBox):
         if index is None:
             raise ValueError("no candidate selected: select one (click a row, or w.select(i)) first")
         rec = self.record(index)
-        p = Path(path or self.export_path.value or f"mirage_candidate_{rec.index}_{rec.hash[:8]}.py")
+        p = Path(path or self.export_path.value or rec.module_name)
         device = None
         if rec.latency_us is not None:
             import torch

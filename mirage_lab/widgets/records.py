@@ -77,6 +77,11 @@ class CandidateRecord:
         return "error" if self.measure_error else "—"
 
     @property
+    def module_name(self) -> str:
+        """The file name Export suggests for this candidate's module."""
+        return f"mirage_candidate_{self.index}_{self.hash[:8]}.py"
+
+    @property
     def total_blocks(self) -> int:
         return sum(g[0] * g[1] * g[2] for g in self.grids)
 
