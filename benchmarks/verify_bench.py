@@ -128,14 +128,9 @@ def bench_z3() -> None:
 
 
 def main() -> None:
-    import warnings
+    from mirage_lab.codegen.numba_compat import quiet_occupancy_warnings
 
-    try:  # small launches warn about low occupancy; noise for a benchmark table
-        from numba.core.errors import NumbaPerformanceWarning
-
-        warnings.simplefilter("ignore", NumbaPerformanceWarning)
-    except ImportError:  # pragma: no cover
-        pass
+    quiet_occupancy_warnings()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", action="store_true", help="run the GPU part (fails if no GPU)")
     ap.add_argument("--no-cpu", action="store_true", help="skip the numpy part")

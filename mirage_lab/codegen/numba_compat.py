@@ -32,7 +32,18 @@ def gpu_available() -> bool:
         return False
 
 
-__all__ = ["numba", "cuda", "gpu_available", "SIMULATOR"]
+def quiet_occupancy_warnings() -> None:
+    """Silence numba's "grid size N will likely result in GPU under-utilization" warnings.
+
+    Fingerprint kernels over small tiles launch small grids on purpose; one warning per
+    launch would drown a log or a benchmark table.
+    """
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*will likely result in GPU under-utilization")
+
+
+__all__ = ["numba", "cuda", "gpu_available", "SIMULATOR", "quiet_occupancy_warnings"]
 
 # Names generated kernel modules need (added for the code generator; see codegen/prelude.py).
 from numba import types  # noqa: E402

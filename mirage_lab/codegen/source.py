@@ -7,7 +7,7 @@ below drop ``+ 0`` and ``* 1`` so the text stays readable.
     >>> s = Src(); s("x = 1")
     >>> with s.block("if x:"):
     ...     s("y = 2")
-    >>> print(s.text())
+    >>> print(s.text(), end="")
     x = 1
     if x:
         y = 2

@@ -89,12 +89,10 @@ class CudaArrays(NumpyArrays):
     name = "cuda"
 
     def __init__(self) -> None:
-        import warnings
-
+        from ..codegen.numba_compat import quiet_occupancy_warnings
         from ..verify.cuda_ops import CudaFieldOps
 
-        # Small tiles make small grids; numba warns about each one, which would drown a log.
-        warnings.filterwarnings("ignore", message=".*will likely result in GPU under-utilization")
+        quiet_occupancy_warnings()
         self.ops = CudaFieldOps.instance()
 
     def put(self, a: np.ndarray) -> Any:
