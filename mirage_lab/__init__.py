@@ -16,7 +16,8 @@ from . import expr, verify  # noqa: E402  (subpackages: mi.verify.equivalent, mi
 from . import runtime  # noqa: E402  (mi.runtime.compile, mi.runtime.export; numba loads only with a kernel)
 from . import lab  # noqa: E402  (mi.lab.explore: the search widget; ipywidgets load on first use)
 from . import search  # noqa: E402  (mi.search.search / run_search; the search API)
-from .search import superoptimize  # noqa: E402
+from . import pipeline  # noqa: E402  (search -> autotune -> compiled result; installs KernelGraph's conveniences)
+from .pipeline import OptimizedGraph, superoptimize  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -24,5 +25,5 @@ __all__ = [
     "MirageLabError", "GraphBuildError", "SerializationError", "ReferenceRunError", "GraphvizMissingError",
     "new_kernel_graph", "new_threadblock_graph", "KernelGraph", "BlockGraph", "ThreadGraph", "DTensor", "STensor",
     "DType", "float16", "bfloat16", "float32", "run_reference", "from_json", "load", "save", "draw", "MIME_TYPE",
-    "superoptimize", "search", "verify", "expr", "runtime", "lab",
+    "superoptimize", "OptimizedGraph", "pipeline", "search", "verify", "expr", "runtime", "lab",
 ]

@@ -1099,7 +1099,7 @@ class _Emitter:
         out = Src(0)
         args = [f"in{i}" for i in range(len(p.loaders))] + [f"out{j}" for j in range(len(bg.output_ops))] + ["scr"]
         regs = f", max_registers={self.options.max_registers}" if self.options.max_registers else ""
-        out(f"@cuda.jit(cache=True, fastmath=True{regs})")
+        out(f"@cuda.jit(cache=True, fastmath=True{regs}, **_bounds({self.T}))")
         with out.block(f"def {self.name}({', '.join(args)}):"):
             out.extend(self._doc())
             if pool:

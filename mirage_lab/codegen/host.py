@@ -48,10 +48,6 @@ def torch_expr(op: "KNOp", args: list[str]) -> str:
     raise CodegenError(f"kernel-level op {t!r} has no torch lowering")
 
 
-def _view(t: str, kind: str) -> str:
-    return f"{t}.view(torch.{kind}).view(-1)"  # kernels index flat word arrays
-
-
 def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
     """The ``run(inputs)`` function of a module, launching ``infos[op.guid]`` for customized ops."""
     s = Src(0)
@@ -60,7 +56,8 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
     s("INPUTS = [" + ", ".join(f"({t.dims!r}, {t.dtype.name!r})" for t in graph.inputs) + "]")
     s("OUTPUTS = [" + ", ".join(f"({t.dims!r}, {t.dtype.name!r})" for t in graph.outputs) + "]")
     for info in infos.values():
-        s(f"_launch_{info.name} = _Launch({info.name}, {info.grid!r}, {info.threads})")
+        views = list(info.input_views) + ["int16" if dt != "float32" else "float32" for dt in info.output_dtypes]
+        s(f"_launch_{info.name} = _Launch({info.name}, {info.grid!r}, {info.threads}, {views + ['float32']!r})")
     s("")
     s("")
     with s.block("def run(inputs, poison=False):"):
@@ -71,7 +68,7 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
         s(f"{ins}{',' if len(graph.inputs) == 1 else ''} = inputs")
         s(f"dev = {names[graph.inputs[0].guid]}.device")
         if infos:
-            s("stream = _stream()")
+            s("stream = _stream(dev)")
         for op in graph.ops:
             if op.op_type == "input":
                 continue
@@ -83,9 +80,7 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
             info = infos[op.guid]
             for t in op.outputs:
                 s(f"{names[t.guid]} = _empty({t.dims!r}, {_TORCH_DT[t.dtype.name]}, dev, poison)")
-            kargs = [_view(a, v) for a, v in zip(args, info.input_views)]
-            for o, dt in zip(outs, info.output_dtypes):
-                kargs.append(_view(o, "int16") if dt != "float32" else f"{o}.view(-1)")
+            kargs = args + outs  # flat views of these are fixed per kernel (_Launch's views)
             kargs.append(f"_empty(({max(1, info.scratch_floats)},), torch.float32, dev, False)")
             s(f"_launch_{info.name}(")
             s("    stream,")

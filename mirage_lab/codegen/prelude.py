@@ -317,51 +317,73 @@ def _empty(dims, dtype, dev, poison):
 
 
 class _Launch:
-    """Launch one generated kernel on 1-D contiguous torch tensors.
+    """Launch one generated kernel on contiguous torch tensors, each seen as a flat array of ``views[i]``.
 
     The first call goes through numba's dispatcher (which compiles the kernel or loads it
-    from numba's disk cache); later calls hand the raw pointers to ``cuda.core.launch`` in
-    the layout numba's kernels take (meminfo, parent, nitems, itemsize, data, shape,
-    strides per array), skipping numba's per-call argument wrapping (~100 µs a launch).
+    from numba's disk cache). Later calls hand raw pointers to ``cuda.core.launch`` in the
+    layout numba's kernels take (meminfo, parent, nitems, itemsize, data, shape, strides per
+    array), with everything but the data pointers fixed after the first call: shapes are
+    static, so a launch costs a few microseconds of Python, not numba's argument wrapping.
     """
 
-    def __init__(self, kernel, grid, threads):
+    def __init__(self, kernel, grid, threads, views):
         self.kernel = kernel
         self.grid = grid
         self.block = (threads, 1, 1)
+        self.views = [getattr(torch, v) for v in views]
         self.fast = None
 
-    def __call__(self, stream, *arrays):
+    def __call__(self, stream, *tensors):
         fast = self.fast
         if fast:
-            launch, config, k = fast
-            args = []
-            for a in arrays:
-                n = a.numel()
-                isz = a.element_size()
-                args += (0, 0, n, isz, a.data_ptr(), n, isz)
+            launch, config, k, tmpl = fast
+            args = list(tmpl)
+            j = 4
+            for a in tensors:
+                args[j] = a.data_ptr()
+                j += 7
             launch(stream, config, k, *args)
             return
+        arrays = [a.view(v).view(-1) for a, v in zip(tensors, self.views)]
         self.kernel[self.grid, self.block, stream](*[_dev(a) for a in arrays])
         if fast is None and not SIMULATOR:
             try:
                 from cuda.core import LaunchConfig, launch
 
                 (ov,) = self.kernel.overloads.values()
+                tmpl = []
+                for a in arrays:
+                    n, isz = a.numel(), a.element_size()
+                    tmpl += (0, 0, n, isz, 0, n, isz)
                 self.fast = (launch, LaunchConfig(grid=self.grid, block=self.block, shmem_size=0),
-                             ov._codelibrary.get_cufunc().kernel)
+                             ov._codelibrary.get_cufunc().kernel, tuple(tmpl))
             except Exception:  # another numba-cuda layout: keep the dispatcher path
                 self.fast = False
 
 
-def _stream():
+def _bounds(threads):
+    """``launch_bounds`` for ``cuda.jit`` where numba-cuda has it: ptxas then caps registers so the block launches."""
+    if SIMULATOR:
+        return {}
+    import inspect
+
+    return {"launch_bounds": (threads,)} if "launch_bounds" in inspect.signature(cuda.jit).parameters else {}
+
+
+def _stream(dev):
     if SIMULATOR:
         return 0
-    ptr = torch.cuda.current_stream().cuda_stream
+    try:
+        ptr = _raw_stream(dev.index)
+    except Exception:
+        ptr = torch.cuda.current_stream().cuda_stream
     s = _STREAMS.get(ptr)
     if s is None:
         s = _STREAMS[ptr] = cuda.external_stream(ptr)
     return s
+
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
 _STREAMS = {}

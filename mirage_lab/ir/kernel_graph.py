@@ -273,9 +273,9 @@ class KernelGraph:
 
         >>> (O,) = g(inputs=[X, W])    # doctest: +SKIP
         """
-        from ..runtime import run_graph
+        from .hooks import get
 
-        return run_graph(self, inputs, **kw)
+        return get("call")(self, inputs, **kw)
 
     def to_json(self, **kw: Any) -> str:
         """The versioned JSON text of this μGraph (see ``docs/json_format.md``)."""
@@ -291,15 +291,19 @@ class KernelGraph:
 
     def search(self, config: str | None = None, **kw: Any) -> Any:
         """Search for equivalent μGraphs; an iterator of events (see :func:`mirage_lab.search.search`)."""
-        from ..search import search
+        from .hooks import get
 
-        return search(self, config, **kw)
+        return get("search")(self, config, **kw)
 
-    def superoptimize(self, config: str | None = None, **kw: Any) -> "KernelGraph":
-        """Search and return the best equivalent μGraph (see :func:`mirage_lab.search.superoptimize`)."""
-        from ..search import superoptimize
+    def superoptimize(self, config: str | None = None, **kw: Any) -> Any:
+        """Search, tune and return the fastest equivalent μGraph, compiled (see :func:`mirage_lab.pipeline.superoptimize`).
 
-        return superoptimize(self, config, **kw)
+        >>> best = g.superoptimize()          # doctest: +SKIP
+        >>> (O,) = best(inputs=[X, W])        # doctest: +SKIP
+        """
+        from .hooks import get
+
+        return get("superoptimize")(self, config, **kw)
 
     def __repr__(self) -> str:
         from .printing import format_kernel_graph

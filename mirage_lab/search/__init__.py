@@ -3,8 +3,8 @@ from .config import SearchConfig, SearchConfigError
 from .cost import StaticCost, static_cost
 from .events import CandidateFound, Finished, Progress, SearchError, SearchStats
 from .runner import CancelToken, CheckpointError, SearchInputError, search
-from .superoptimize import NoCandidateError, SearchResult, run_search, superoptimize
+from .superoptimize import NoCandidateError, SearchResult, run_search
 
-__all__ = ["search", "superoptimize", "run_search", "SearchResult", "SearchConfig", "SearchConfigError", "CancelToken",
+__all__ = ["search", "run_search", "SearchResult", "SearchConfig", "SearchConfigError", "CancelToken",
            "CheckpointError", "SearchInputError", "NoCandidateError", "Progress", "CandidateFound", "Finished",
            "SearchError", "SearchStats", "StaticCost", "static_cost"]

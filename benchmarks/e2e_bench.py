@@ -1,0 +1,182 @@
+"""End-to-end benchmark: ``best = program.superoptimize()`` from scratch, then ``best(inputs)``, as a user runs it.
+
+For each seed program, in one process: the search and the tuning (wall clock, from
+scratch: pass ``--cache`` a fresh folder), a check of the returned kernel against a float64
+reference on fresh inputs, then timed the same way as torch eager, torch in a CUDA graph
+and torch.compile (plain and in a CUDA graph): device time with CUDA events over inputs
+rotated so weights come from HBM (``runtime.profile.time_calls``), and the wall time of one
+synchronous call (``best(inputs); torch.cuda.synchronize()``). Floor = bytes / 3.0 TB/s.
+
+    python benchmarks/e2e_bench.py                                   # every program
+    python benchmarks/e2e_bench.py --programs rmsnorm_linear_16x4096x4096 --tune-seconds 45
+    python benchmarks/e2e_bench.py --out results/                    # JSON + markdown there
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import mirage_lab as mi  # noqa: E402
+from mirage_lab import examples as ex  # noqa: E402
+from mirage_lab.pipeline import TuneFinished, TuneStarted, VariantDone, measuring_inputs  # noqa: E402
+from mirage_lab.runtime import profile as prof  # noqa: E402
+from mirage_lab.search import Finished  # noqa: E402
+
+PROGRAMS = {  # name: (program, search config, search seconds (None: to the end))
+    "rmsnorm_linear_16x4096x4096": (lambda: ex.rms_norm_linear_program(16, 4096, 4096), None, None),
+    "rmsnorm_linear_2x4096x6144": (lambda: ex.rms_norm_linear_program(2, 4096, 6144), None, None),
+    "gated_mlp_8x4096x4096": (lambda: ex.gated_mlp_program(8, 4096, 4096), None, 60.0),
+    "gqa_2x256x64x4096": (lambda: ex.gqa_program(2, 256, 64, 4096), "attention", 30.0),
+    "gqa_decode_64x1x128x4096": (lambda: ex.gqa_program(64, 1, 128, 4096), "attention", 30.0),
+}
+
+
+def wall_sync_us(call, iters: int = 200) -> float:
+    """Median wall-clock µs of one call followed by a device synchronize."""
+    for _ in range(10):
+        call()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        call()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(samples)
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    if len(xs) < 3:
+        return None
+    rank = lambda v: {i: r for r, i in enumerate(sorted(range(len(v)), key=lambda i: v[i]))}  # noqa: E731
+    rx, ry = rank(xs), rank(ys)
+    n = len(xs)
+    return 1 - 6 * sum((rx[i] - ry[i]) ** 2 for i in range(n)) / (n * (n * n - 1))
+
+
+def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> dict:
+    make, config, default_search_s = PROGRAMS[name]
+    program = make()
+    marks: dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    def on_event(ev) -> None:
+        now = time.perf_counter() - t0
+        if isinstance(ev, Finished):
+            marks["search_s"] = now
+            log(f"  search done at {now:.1f}s: {ev.stats.candidates} candidates, {ev.stats.states} states")
+        elif isinstance(ev, TuneStarted):
+            marks["tune_start"] = now
+            log(f"  tuning {ev.variants} variants of {ev.candidates} candidates, {ev.workers} compile workers, "
+                f"inputs {ev.input_policy}")
+        elif isinstance(ev, VariantDone):
+            r = ev.result.row()
+            err = "—" if r["rel_err"] is None else f"{r['rel_err']:.1e}"
+            log(f"    [{ev.done}/{ev.total} {ev.elapsed:5.1f}s] {ev.result.variant.tag:44s} est {r['estimate_us']:6.1f} "
+                f"meas {r['median_us']} err {err} compile {r['compile_s']}s {(r['error'] or '')[:90]}")
+        elif isinstance(ev, TuneFinished):
+            marks["tune_end"] = now
+
+    best = program.superoptimize(config, tune_seconds=tune_seconds, baselines=False, on_event=on_event,
+                                 search_seconds=search_seconds if search_seconds is not None else default_search_s)
+    total = time.perf_counter() - t0
+    rep = best.report
+    log(f"  superoptimize: {total:.1f}s in all; chose {rep.best.variant.tag if rep.best else None}")
+
+    # fresh inputs (another seed), checked against float64, then every contender timed the same way
+    m = measuring_inputs(program, seed=1)
+    xs = m.inputs
+    outs = best(inputs=xs, poison=True)
+    rel = max(prof.relative_error(o, r) for o, r in zip(outs, m.reference))
+    sets = prof.make_copies(xs, prof.rotation_copies(xs))
+    call_dev = prof.time_calls([lambda s=s: best(inputs=s) for s in sets], name="call", repeats=300)
+    graph_dev = prof.time_calls([lambda s=s: best(inputs=s, graph=True) for s in sets], name="graph", repeats=300)
+    wall = wall_sync_us(lambda: best(inputs=xs))
+    wall_graph = wall_sync_us(lambda: best(inputs=xs, graph=True))
+    base = prof.profile_baselines(program, xs, repeats=300)
+    fn = mi.runtime.to_torch_fn(program)
+    wall_torch = wall_sync_us(lambda: fn(*xs))
+    rows = [r for r in rep.results if r.timings]
+    corr = spearman([r.estimate.us for r in rows], [r.median_us for r in rows])
+    res = {
+        "program": name, "device": torch.cuda.get_device_name(), "search_s": marks.get("search_s"),
+        "tune_s": rep.seconds, "total_s": total, "variants_timed": len(rows), "variants_total": len(rep.results),
+        "variants_failed": sum(1 for r in rep.results if r.error), "input_policy": rep.input_policy,
+        "chosen": rep.best.variant.tag if rep.best else None, "tuned_us": rep.best.median_us if rep.best else None,
+        "rel_err": rel, "call_us": call_dev.median_us, "graph_us": graph_dev.median_us, "wall_sync_us": wall,
+        "wall_sync_graph_us": wall_graph, "torch_wall_sync_us": wall_torch,
+        "torch_eager_us": base["torch_eager"].median_us, "torch_graph_us": base["torch_cuda_graph"].median_us,
+        "compile_us": base["torch_compile"].median_us, "compile_graph_us": base["torch_compile_cuda_graph"].median_us,
+        "floor_us": prof.floor_us(program), "estimate_vs_measured_spearman": corr,
+        "tuning": rep.rows(),
+        "candidates": len(best.search_result.candidates),
+    }
+    log(f"  check rel err {rel:.2e}; call {call_dev.median_us:.1f} µs (graph {graph_dev.median_us:.1f}); wall/sync call "
+        f"{wall:.1f} µs (graph {wall_graph:.1f}); torch eager {res['torch_eager_us']:.1f}, compile graph "
+        f"{res['compile_graph_us']:.1f}, floor {res['floor_us']:.1f}; cost-model rank corr {corr}")
+    return res
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| program | search s | tune s | total s | chosen | rel err | **call µs** | graph=True µs | wall/sync call µs | "
+            "torch eager | torch graph | torch.compile | torch.compile graph | floor | call / compile graph | call / floor |")
+    out = [head, "|" + "---|" * 16]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['program']} | failed: {r['error'][:120]} |" + " |" * 14)
+            continue
+        f = lambda x: "—" if x is None else f"{x:.1f}"  # noqa: E731
+        out.append(f"| {r['program']} | {f(r['search_s'])} | {f(r['tune_s'])} | {f(r['total_s'])} | {r['chosen']} | "
+                   f"{r['rel_err']:.1e} | **{r['call_us']:.1f}** | {r['graph_us']:.1f} | {r['wall_sync_us']:.1f} | "
+                   f"{r['torch_eager_us']:.1f} | {r['torch_graph_us']:.1f} | {r['compile_us']:.1f} | "
+                   f"{r['compile_graph_us']:.1f} | {r['floor_us']:.1f} | {r['call_us'] / r['compile_graph_us']:.2f} | "
+                   f"{r['call_us'] / r['floor_us']:.2f} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--programs", default=",".join(PROGRAMS))
+    ap.add_argument("--tune-seconds", type=float, default=60.0)
+    ap.add_argument("--search-seconds", type=float, default=None, help="override every program's search limit")
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("e2e_bench needs a CUDA GPU", file=sys.stderr)
+        return 2
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    log(f"{datetime.date.today()} {torch.cuda.get_device_name()} torch {torch.__version__}; "
+        f"copy {prof.measure_copy_tbps():.2f} TB/s")
+    rows = []
+    for name in a.programs.split(","):
+        log(f"== {name}")
+        try:
+            rows.append(run(name, a.tune_seconds, a.search_seconds, log))
+        except Exception as e:
+            traceback.print_exc()
+            rows.append({"program": name, "error": f"{type(e).__name__}: {e}"})
+        if a.out:
+            a.out.mkdir(parents=True, exist_ok=True)
+            (a.out / "e2e_bench.json").write_text(json.dumps(rows, indent=1, default=str))
+    md = table(rows)
+    print(md)
+    if a.out:
+        (a.out / "e2e_bench.md").write_text(md + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,37 @@
+"""The door through which the IR's Mirage-style conveniences reach the layers above it.
+
+``KernelGraph.__call__``, ``.search`` and ``.superoptimize`` (Mirage's API) need the
+runtime, the search and the tuner, which sit above the IR. The IR imports none of them:
+:mod:`mirage_lab.pipeline` installs the functions here when it is imported (``import
+mirage_lab`` does that), and the methods call through.
+
+    >>> import mirage_lab  # installs the pipeline's functions
+    >>> sorted(k for k, v in _HOOKS.items() if v is not None)
+    ['call', 'search', 'superoptimize']
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..errors import MirageLabError
+
+_HOOKS: dict[str, Callable[..., Any] | None] = {"call": None, "search": None, "superoptimize": None}
+
+
+def install(**fns: Callable[..., Any]) -> None:
+    """Register the functions behind the conveniences (the pipeline does this on import)."""
+    for name, fn in fns.items():
+        if name not in _HOOKS:
+            raise MirageLabError(f"ir.hooks: unknown hook {name!r}")
+        _HOOKS[name] = fn
+
+
+def get(name: str) -> Callable[..., Any]:
+    fn = _HOOKS.get(name)
+    if fn is None:
+        import importlib
+
+        importlib.import_module("mirage_lab.pipeline")  # installs the hooks; the IR itself never imports it
+        fn = _HOOKS[name]
+    assert fn is not None
+    return fn

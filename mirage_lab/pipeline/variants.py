@@ -1,0 +1,102 @@
+"""Lowering variants of a candidate μGraph: the knobs that change speed, never results.
+
+A variant is a candidate μGraph with a number of threads per block (a μGraph attribute,
+``block_dim``) and codegen options (tensor cores or FMA, register prefetch, partial sums per
+thread, words issued per phase). The sets below are the ones the hand tuning in
+``benchmarks/RESULTS.md`` found to matter; variants whose generated kernels are identical
+(an option that does not apply to this μGraph) are kept once.
+
+    >>> from mirage_lab.examples import rms_norm_linear_fused
+    >>> vs = lowering_variants(rms_norm_linear_fused(4, 256, 256, grid=8, forloop_range=4), candidate=0)
+    >>> len(vs) > 3, sorted({v.threads for v in vs})
+    (True, [128, 256, 512])
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..codegen import CodegenOptions, generate_module
+from ..errors import MirageLabError
+from ..ir.kernel_graph import KernelGraph
+
+THREADS = (128, 256, 512)
+# FMA first: where tensor cores do not apply, the mma options generate the same kernels and
+# are dropped as duplicates under the plain label
+OPTION_SETS: tuple[CodegenOptions, ...] = (
+    CodegenOptions(),
+    CodegenOptions(max_stream_acc=64),
+    CodegenOptions(phase_words=64),
+    CodegenOptions(mma=True),
+    CodegenOptions(mma=True, pipeline_words=64),
+)
+
+
+@dataclass
+class Variant:
+    """One way to lower one candidate: ``graph`` (with its ``block_dim``) compiled with ``options``."""
+
+    candidate: int
+    graph: KernelGraph
+    options: CodegenOptions
+    threads: int
+    source_key: str = ""
+    estimate_us: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def tag(self) -> str:
+        return f"cand{self.candidate}/t{self.threads}/{self.options.tag()}"
+
+
+def with_block_dim(g: KernelGraph, threads: int) -> KernelGraph:
+    """The same μGraph with ``threads`` threads per block in every customized op."""
+    from ..ir.serialize import from_dict, to_dict
+
+    if all(op.block_graph.block_dim[0] == threads for op in g.customized_ops):
+        return g
+    d = to_dict(g)
+    for op in d["kernel_graph"]["ops"]:
+        if "block_graph" in op:
+            op["block_graph"]["block_dim"] = [threads, 1, 1]
+            op["block_graph"].pop("thread_graph", None)
+    return from_dict(d)
+
+
+def _source_key(g: KernelGraph, options: CodegenOptions) -> str:
+    gen = generate_module(g, options=options)
+    body = "".join(gen.kernel_sources.values())  # the header names the options; the kernels are what differ
+    return hashlib.sha1(body.encode()).hexdigest()
+
+
+def lowering_variants(graph: KernelGraph, *, candidate: int = 0, threads: Sequence[int] = THREADS,
+                      option_sets: Sequence[CodegenOptions] = OPTION_SETS) -> list[Variant]:
+    """Every distinct (threads, options) lowering of ``graph``; duplicates of generated code dropped.
+
+    A μGraph without customized ops has one variant (its kernels are torch's).
+    """
+    if not graph.customized_ops:
+        return [Variant(candidate, graph, CodegenOptions(), 0, "torch")]
+    out: list[Variant] = []
+    seen: set[str] = set()
+    errors: list[str] = []
+    for t in threads:
+        try:
+            g = with_block_dim(graph, t)
+        except MirageLabError as e:  # e.g. a block graph whose reduction needs another block size
+            errors.append(f"{t} threads: {e}")
+            continue
+        for o in option_sets:
+            try:
+                key = _source_key(g, o)
+            except MirageLabError as e:
+                errors.append(f"{t} threads, {o.tag()}: {e}")
+                continue
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(Variant(candidate, g, o, t, key))
+    if not out:
+        raise MirageLabError("no lowering of this μGraph could be generated: " + "; ".join(errors[:3]))
+    return out
