@@ -116,7 +116,7 @@ def _stop_after(seconds: float, settings: dict[str, Any], on_event: Callable[[An
     return cb
 
 
-def _call(graph: KernelGraph, inputs: Sequence[Any] | None = None, **kw: Any) -> list[Any]:
+def _call(graph: KernelGraph, inputs: Sequence[Any] | None = None, /, **kw: Any) -> list[Any]:
     from ..runtime.kernel import run_graph
 
     return run_graph(graph, inputs, **kw)

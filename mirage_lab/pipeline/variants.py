@@ -14,7 +14,7 @@ thread, words issued per phase). The sets below are the ones the hand tuning in
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from ..codegen import CodegenOptions, generate_module
@@ -64,6 +64,15 @@ def with_block_dim(g: KernelGraph, threads: int) -> KernelGraph:
     return from_dict(d)
 
 
+def _uses_mma(g: KernelGraph, options: CodegenOptions) -> bool:
+    from ..codegen.plan import KernelPlan
+
+    try:
+        return any(s.mma for op in g.customized_ops for s in KernelPlan(op.block_graph, options=options).streams)
+    except MirageLabError:
+        return False
+
+
 def _source_key(g: KernelGraph, options: CodegenOptions) -> str:
     gen = generate_module(g, options=options)
     body = "".join(gen.kernel_sources.values())  # the header names the options; the kernels are what differ
@@ -88,6 +97,8 @@ def lowering_variants(graph: KernelGraph, *, candidate: int = 0, threads: Sequen
             errors.append(f"{t} threads: {e}")
             continue
         for o in option_sets:
+            if o.mma and not _uses_mma(g, o):
+                o = replace(o, mma=False)  # say what the kernels are: FMA code under its own name
             try:
                 key = _source_key(g, o)
             except MirageLabError as e:

@@ -20,7 +20,7 @@ def test_every_case_generates_valid_python(name, build) -> None:
     mod = generate_module(g)
     ast.parse(mod.source)
     assert len(mod.kernels) == len(g.customized_ops)
-    assert mod.source.count("@cuda.jit(cache=True, fastmath=True)") == len(g.customized_ops)
+    assert mod.source.count("@cuda.jit(cache=True, fastmath=True, **_bounds(") == len(g.customized_ops)
     assert "«" not in mod.source
 
 

@@ -1,0 +1,140 @@
+"""The pipeline as a user meets it: superoptimize -> a result that runs exactly what was tuned."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import mirage_lab as mi
+from mirage_lab import examples as ex
+from mirage_lab.codegen import CodegenOptions
+from mirage_lab.pipeline import OptimizedGraph, lowering_variants, measuring_inputs, plan_variants
+
+from pipe_helpers import ROOT, SMALL_SEARCH, run_sim
+
+
+def test_attention_inputs_are_scaled_until_the_program_is_finite():
+    # unit randn: q·k over 64 dims has std 8, exp overflows fp16 -> the policy scales by 1/sqrt(64)
+    g = ex.gqa_program(1, 16, 64, 128)
+    m = measuring_inputs(g, device="cpu")
+    assert m.policy == "randn/sqrt(last dim)"
+    assert all(torch.isfinite(r).all() for r in m.reference)
+    assert m.inputs[0].dtype == torch.float16 and m.reference[0].dtype == torch.float64
+    # RMSNorm + Linear is finite on plain randn
+    assert measuring_inputs(ex.rms_norm_linear_program(2, 64, 32), device="cpu").policy == "randn"
+
+
+def test_given_inputs_the_program_cannot_compute_are_refused():
+    g = ex.gqa_program(1, 16, 64, 128)
+    xs = [torch.randn(t.dims).half() * 30 for t in g.inputs]
+    with pytest.raises(mi.MirageLabError, match="non-finite"):
+        measuring_inputs(g, device="cpu", inputs=xs)
+
+
+def test_variants_cover_threads_and_tensor_cores_and_drop_duplicates():
+    g = ex.rms_norm_linear_fused(16, 4096, 4096, grid=128, forloop_range=16)
+    vs = lowering_variants(g)
+    assert {v.threads for v in vs} == {128, 256, 512}
+    assert any(v.options.mma for v in vs) and any(not v.options.mma for v in vs)
+    assert len({v.source_key for v in vs}) == len(vs)
+    for v in vs:
+        assert all(op.block_graph.block_dim == (v.threads, 1, 1) for op in v.graph.customized_ops)
+    # a grid whose column tiles cannot feed mma.m16n8k16: the mma options generate FMA code, kept once
+    narrow = lowering_variants(ex.rms_norm_linear_fused(2, 4096, 6144))
+    assert not any(v.options.mma for v in narrow)
+
+
+def test_every_candidate_gets_its_best_variant_first():
+    cands = [ex.rms_norm_linear_fused(16, 1024, 1024, grid=g, forloop_range=4) for g in (16, 32, 64)]
+    planned = plan_variants(cands)
+    assert {v.candidate for v, _ in planned[:3]} == {0, 1, 2}
+    rest = [e.us for _, e in planned[3:]]
+    assert rest == sorted(rest)
+
+
+def test_without_a_gpu_the_cost_model_picks_and_calls_run_the_reference():
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    best = g.superoptimize(tune=False, **SMALL_SEARCH)
+    assert isinstance(best, OptimizedGraph) and best.report is None and best.latency_us is None
+    assert best.customized_ops, "a fused μGraph was expected"
+    X, W = torch.randn(4, 64), torch.randn(64, 64)
+    (out,) = best(inputs=[X, W])
+    (ref,) = mi.run_reference(g, [X.double(), W.double()])
+    assert float((out.double() - ref).norm() / ref.norm()) < 1e-5
+    assert best.search_result.candidates and best.inputs[0].dims == (4, 64)   # the μGraph's face
+
+
+def test_ir_reaches_search_runtime_and_pipeline_only_through_hooks():
+    """No module of mirage_lab/ir imports the search, codegen, runtime or pipeline (eagerly or lazily)."""
+    import ast
+
+    above = {"search", "runtime", "pipeline", "codegen", "widgets", "verify", "interp", "expr", "cli", "lab"}
+    bad = []
+    for path in sorted((ROOT / "mirage_lab" / "ir").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module:
+                top = node.module.split(".")[0]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mirage_lab."):
+                top = node.module.split(".")[1]
+            else:
+                continue
+            if top in above:
+                bad.append(f"{path.name}:{node.lineno} imports {top}")
+    assert not bad, bad
+
+
+SIM_TUNE = '''
+import json, torch, mirage_lab as mi
+from mirage_lab import examples as ex
+from mirage_lab.runtime import kernel as rk
+g = ex.rms_norm_linear_program(4, 64, 64)
+events = []
+real_compile = rk.compile
+def flaky(graph, **kw):  # a lowering that cannot launch (as a 512-thread block out of registers would)
+    if graph.customized_ops[0].block_graph.block_dim[0] == FAIL_THREADS:
+        raise RuntimeError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (simulated)")
+    return real_compile(graph, **kw)
+rk.compile = flaky
+best = g.superoptimize(tune=True, tune_seconds=600, max_candidates=1, on_event=lambda e: events.append(type(e).__name__),
+                       workers=1, max_kernel_ops=4, max_block_ops=5, griddims=[(4, 1, 1)], franges=[4])
+rep = best.report
+X, W = torch.randn(4, 64).half(), torch.randn(64, 64).half()
+(o,) = best(inputs=[X, W])
+(o2,) = best(inputs=[X, W], graph=True)          # accepted (replay needs a real GPU; the simulator launches)
+(o3,) = best.graph(inputs=[X, W], graph=True)    # KernelGraph.__call__ passes graph= through
+(ref,) = mi.run_reference(g, [X.double(), W.double()])
+err = lambda a: float((a.double() - ref).norm() / ref.norm())
+print("RESULTS " + json.dumps({
+    "kernel_options": best.kernel.options.tag(), "measured_options": rep.best.variant.options.tag(),
+    "kernel_threads": best.kernel.graph.customized_ops[0].block_graph.block_dim[0], "measured_threads": rep.best.variant.threads,
+    "same_graph": best.kernel.graph is rep.best.variant.graph,
+    "errors": [r.error for r in rep.results if r.error], "checked": [r.variant.threads for r in rep.results if r.rel_err is not None],
+    "err": [err(o), err(o2), err(o3)], "events": sorted(set(events)), "timed": rep.timed,
+    "export_has_options": rep.best.variant.options.tag() in open(best.export("exported.py")).read()}))
+'''
+
+
+@pytest.mark.parametrize("fail_threads", [512])
+def test_simulator_superoptimize_calls_what_was_tuned_and_skips_failures(tmp_path, fail_threads):
+    r = run_sim(SIM_TUNE.replace("FAIL_THREADS", str(fail_threads)), tmp_path)
+    assert r["kernel_options"] == r["measured_options"] and r["kernel_threads"] == r["measured_threads"]
+    assert r["same_graph"]
+    assert r["measured_threads"] != fail_threads and r["checked"] and fail_threads not in r["checked"]
+    # the cost model ranks the 512-thread variants first for this grid; they failed and were reported
+    assert any("LAUNCH_OUT_OF_RESOURCES" in e for e in r["errors"]), r["errors"]
+    assert max(r["err"]) < 2e-3
+    assert {"TuneStarted", "VariantDone", "TuneFinished", "CandidateFound", "Finished"} <= set(r["events"])
+    assert r["timed"] is False and r["export_has_options"]
+
+
+def test_run_graph_compiles_per_options(tmp_path):
+    code = '''
+import json, torch
+from mirage_lab import examples as ex
+from mirage_lab.codegen import CodegenOptions
+from mirage_lab.runtime.kernel import run_graph, _BY_GRAPH
+g = ex.rms_norm_linear_fused(4, 64, 64, grid=4, forloop_range=4)
+xs = [torch.randn(4, 64).half(), torch.randn(64, 64).half()]
+run_graph(g, xs); run_graph(g, xs, options=CodegenOptions(max_stream_acc=64)); run_graph(g, xs, graph=True)
+print("RESULTS " + json.dumps(sorted(k[2].tag() for k in _BY_GRAPH[g])))
+'''
+    assert run_sim(code, tmp_path) == sorted([CodegenOptions().tag(), CodegenOptions(max_stream_acc=64).tag()])
