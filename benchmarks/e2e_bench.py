@@ -55,6 +55,19 @@ def wall_sync_us(call, iters: int = 200) -> float:
     return statistics.median(samples)
 
 
+def host_us(call, iters: int = 2000) -> float:
+    """Mean host µs of ``call`` alone (no synchronize): what Python spends before the GPU is handed work."""
+    for _ in range(20):
+        call()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        call()
+    dt = (time.perf_counter() - t0) / iters * 1e6
+    torch.cuda.synchronize()
+    return dt
+
+
 def spearman(xs: list[float], ys: list[float]) -> float | None:
     if len(xs) < 3:
         return None
@@ -106,6 +119,12 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
     base = prof.profile_baselines(program, xs, repeats=300)
     fn = mi.runtime.to_torch_fn(program)
     wall_torch = wall_sync_us(lambda: fn(*xs))
+    k = best.kernel
+    idle_sync = wall_sync_us(lambda: None)
+    breakdown = {"check_inputs": host_us(lambda: k.check_inputs(xs)), "module_run": host_us(lambda: k.module.run(xs)),
+                 "best_call": host_us(lambda: best(inputs=xs)), "graph_replay": host_us(lambda: best(inputs=xs, graph=True)),
+                 "torch_eager": host_us(lambda: fn(*xs)), "idle_sync_wall": idle_sync}
+    log("  host µs per call (no sync): " + ", ".join(f"{a} {b:.1f}" for a, b in breakdown.items()))
     rows = [r for r in rep.results if r.timings]
     corr = spearman([r.estimate.us for r in rows], [r.median_us for r in rows])
     res = {
@@ -118,7 +137,7 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
         "torch_eager_us": base["torch_eager"].median_us, "torch_graph_us": base["torch_cuda_graph"].median_us,
         "compile_us": base["torch_compile"].median_us, "compile_graph_us": base["torch_compile_cuda_graph"].median_us,
         "floor_us": prof.floor_us(program), "estimate_vs_measured_spearman": corr,
-        "tuning": rep.rows(),
+        "tuning": rep.rows(), "host_breakdown_us": breakdown,
         "candidates": len(best.search_result.candidates),
     }
     log(f"  check rel err {rel:.2e}; call {call_dev.median_us:.1f} µs (graph {graph_dev.median_us:.1f}); wall/sync call "

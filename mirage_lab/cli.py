@@ -175,26 +175,29 @@ def candidates_for(program: KernelGraph, shape: DemoShape, log: Log) -> Iterator
 def gpu_measurements(result: object, out_dir: Path, log: Log) -> MeasurementsSection:
     """On a CUDA machine: compile, check and time the candidates and the torch baselines; export the fastest."""
     from .runtime import export
-    from .search.superoptimize import measure_candidates
 
     if not torch.cuda.is_available():
         log("gpu: no CUDA GPU here: kernels are not compiled or timed (the report says so)")
         return MeasurementsSection("no GPU", ["contender", "median µs"], [],
                                    notes="No CUDA GPU on this machine: generated kernels are compiled and timed "
                                          "only on a GPU (see benchmarks/RESULTS.md for recorded H100/H200 runs).")
-    log("gpu: compiling, checking and timing the candidates and the torch baselines")
-    sel = measure_candidates(result, max_measured=4)
-    m = result.measurements
-    rows = [[f"baseline: {k}", round(v["median_us"], 1)] for k, v in m["baselines"].items() if "python" not in k]
-    for c in m["candidates"]:
-        t = c.get("cuda_graph")
-        rows.append([f"candidate {c['candidate']} [{c['options']}]",
-                     round(t["median_us"], 1) if t else c.get("error")])
-    rows.append(["memory floor (bytes / 3.0 TB/s)", round(m["floor_us"], 1)])
-    if sel.best is not None:
-        path = export(sel.best.graph, out_dir / "fastest_kernel.py", latency_us=sel.best.median_us,
-                      options=sel.best.options)
-        log(f"gpu: fastest candidate {sel.best.median_us:.1f} µs; exported to {path}")
+    log("gpu: tuning the candidates' lowerings (pipeline.autotune) and timing the torch baselines")
+    from .pipeline import autotune, shortlist
+
+    picks = shortlist(result.candidates, 4)
+    rep = autotune(result.program, [result.candidates[i] for i in picks], tune_seconds=60, baselines="all")
+    rows = [[f"baseline: {k}", round(v.median_us, 1)] for k, v in rep.baselines.items()
+            if "python" not in k and hasattr(v, "median_us")]
+    for r in rep.results:
+        if r.timings or r.error:
+            rows.append([f"candidate {picks[r.variant.candidate]} [{r.variant.threads} threads, {r.variant.options.tag()}]",
+                         round(r.median_us, 1) if r.timings else r.error])
+    rows.append(["memory floor (bytes / 3.0 TB/s)", round(rep.floor_us, 1)])
+    if rep.best is not None:
+        v = rep.best.variant
+        path = export(v.graph, out_dir / "fastest_kernel.py", latency_us=rep.best.median_us, options=v.options,
+                      device=rep.device)
+        log(f"gpu: fastest {rep.best.median_us:.1f} µs ({v.tag}); exported to {path}")
     return MeasurementsSection(torch.cuda.get_device_name(), ["contender", "median µs (CUDA graph)"], rows,
                                notes="CUDA events after warm-up, median, inputs rotated so weights come from HBM.")
 

@@ -49,9 +49,11 @@ def test_finds_single_kernel_gated_mlp():
 
 def test_superoptimize_returns_best_with_result_attached():
     g = small_program()
-    best = g.superoptimize(workers=1, measure=False, **SMALL)   # static cost decides (a GPU would time them)
-    assert best.search_result.candidates[0] is not None
-    assert static_cost(best) == min(best.search_result.costs)
+    best = g.superoptimize(workers=1, tune=False, **SMALL)   # the cost model decides (a GPU would time them)
+    cands = best.search_result.candidates
+    assert cands and best.search_result.stats.candidates == len(cands)
+    assert best.graph.content_hash() in {c.content_hash() for c in cands} or best.graph.customized_ops
+    _float_check(g, best.graph)
 
 
 def test_no_candidate_gives_a_clear_error():
