@@ -490,7 +490,9 @@ class SearchExplorer(W.VBox):
             import torch
 
             device = torch.cuda.get_device_name() if torch.cuda.is_available() else None
-        out = export(rec.graph, p, latency_us=rec.latency_us, device=device)
+        v = rec.lowered  # export exactly the lowering that was timed (threads per block, codegen options)
+        out = export(v.graph if v is not None else rec.graph, p, latency_us=rec.latency_us, device=device,
+                     options=v.options if v is not None else None)
         lines = out.read_text().count("\n")
         lat = f"{rec.latency_us:.3g} µs measured" if rec.latency_us is not None else "latency not measured (no GPU)"
         self.message.value = (f"✓ wrote <code>{html.escape(str(out))}</code> ({lines} lines; {lat}). "
@@ -528,7 +530,9 @@ class SearchExplorer(W.VBox):
     def _apply_measurement(self, name: str, value: Any) -> None:
         from ..viz.plots import latency_rows
 
-        if hasattr(value, "timings") and hasattr(value, "error"):  # a runtime profile.Candidate
+        lowered = None
+        if hasattr(value, "timings") and hasattr(value, "error"):  # a pipeline VariantResult (or profile.Candidate)
+            lowered = getattr(value, "variant", None)
             err, value = value.error, (value.timings or None)
         else:
             err = None
@@ -543,6 +547,7 @@ class SearchExplorer(W.VBox):
         if rec is not None:
             rec.latency_us = rows[0].median_us if rows else None
             rec.measure_error = err if err else (None if rows else "not measured")
+            rec.lowered = lowered if rows else None
         if rows:
             self.measurements[name] = value
 

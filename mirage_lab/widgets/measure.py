@@ -1,9 +1,9 @@
-"""GPU measurements for the explorer: torch baselines once, then each candidate, reported one by one.
+"""GPU measurements for the explorer: each candidate tuned and timed, reported as it improves, then baselines.
 
-Uses the runtime's profiler (:mod:`mirage_lab.runtime.profile`) the way its own
-``select_fastest`` does: every candidate is compiled, checked against the reference
-interpreter (float64) and timed with CUDA-graph replay on L2-cold input copies. Needs a
-CUDA GPU; :func:`gpu_available` says whether there is one.
+Goes through the pipeline's autotuner (:func:`mirage_lab.pipeline.autotune`), the same one
+``superoptimize`` and the CLI use: lowering variants compiled in parallel, checked against
+the float64 reference on inputs the program computes finitely, timed with CUDA-graph
+replay on L2-cold input copies. Needs a CUDA GPU; :func:`gpu_available` says whether there is one.
 
     >>> gpu_available() in (True, False)
     True
@@ -41,22 +41,35 @@ def random_inputs(program: KernelGraph, device: str = "cuda", seed: int = 0) -> 
 def measure(program: KernelGraph, candidates: Sequence[tuple[int, KernelGraph]], *,
             on_result: Callable[[str, Any], None], inputs: Sequence[Any] | None = None,
             baselines: bool = True, compile_mode: str | None = "default", repeats: int = 200,
-            should_stop: Callable[[], bool] = lambda: False) -> None:
-    """Time the baselines, then each ``(index, graph)``; call ``on_result(name, value)`` as each finishes.
+            tune_seconds: float = 60.0, should_stop: Callable[[], bool] = lambda: False) -> None:
+    """Tune every ``(index, graph)`` through the pipeline; call ``on_result(name, value)`` as results arrive.
 
-    ``name`` is a profiler baseline key (``"torch_eager"``, ...) with a ``Timing``, or
-    ``"candidate {index}"`` with the runtime's ``Candidate`` (timings, or an error).
+    ``name`` is ``"candidate {index}"`` with the pipeline's ``VariantResult`` of that
+    candidate's fastest lowering so far (timings, or an error), then each baseline key
+    (``"torch_eager"``, ...) with its ``Timing``. The same autotuner as ``superoptimize``:
+    same inputs policy, same variants, same timing.
     """
-    from ..interp.reference import run_reference
-    from ..runtime.profile import profile_baselines, select_fastest
+    from ..pipeline import VariantDone, autotune
 
-    xs = list(inputs) if inputs is not None else random_inputs(program)
-    ref = run_reference(program, [x.double() for x in xs])
-    if baselines and not should_stop():
-        for name, timing in profile_baselines(program, xs, repeats=repeats, compile_mode=compile_mode).items():
-            on_result(name, timing)
-    for index, graph in candidates:
-        if should_stop():
+    if should_stop() or not candidates:
+        return
+    index = [i for i, _ in candidates]
+    best: dict[int, Any] = {}
+
+    def on_event(ev: Any) -> None:
+        if not isinstance(ev, VariantDone):
             return
-        sel = select_fastest([graph], xs, reference=ref, repeats=repeats)
-        on_result(f"candidate {index}", sel.candidates[0])
+        r = ev.result
+        ci = index[r.variant.candidate]
+        cur = best.get(ci)
+        better = r.ok and r.timings and (cur is None or not cur.ok or r.median_us < cur.median_us)
+        if cur is None or better:
+            best[ci] = r
+            on_result(f"candidate {ci}", r)
+
+    which = ("all" if compile_mode else "eager") if baselines else False
+    rep = autotune(program, [g for _, g in candidates], inputs=inputs, baselines=which, repeats=min(repeats, 100),
+                   final_repeats=repeats, tune_seconds=tune_seconds, on_event=on_event)
+    for name, timing in rep.baselines.items():
+        if hasattr(timing, "median_us"):
+            on_result(name, timing)

@@ -44,6 +44,7 @@ class CandidateRecord:
     found_at: float = 0.0                   # seconds into the search
     latency_us: float | None = None         # measured on a GPU (CUDA-graph replay, median)
     measure_error: str | None = None        # why a measurement failed (compile error, wrong result)
+    lowered: Any = None                     # the tuned lowering that was timed: a pipeline Variant (graph, options)
     info: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
