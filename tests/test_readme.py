@@ -28,6 +28,9 @@ def test_readme_tour_runs(tmp_path, monkeypatch):
     assert len(blocks) >= 5
     ns: dict = {}
     for code in blocks:
+        if "best = graph.superoptimize()" in code:  # the GPU block: its run is benchmarks/e2e_bench.py's
+            compile(code, "README.md", "exec")       # (full shapes, CUDA tensors); here it must at least parse
+            continue
         if "GraphBuildError" in code:       # the block that shows an error must raise exactly it
             with pytest.raises(mi.GraphBuildError, match=r"\[16,4096\] x \[406,4096\] needs 4096 == 406"):
                 exec(compile(code, "README.md", "exec"), ns)
