@@ -68,7 +68,7 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
         s(f"{ins}{',' if len(graph.inputs) == 1 else ''} = inputs")
         s(f"dev = {names[graph.inputs[0].guid]}.device")
         if infos:
-            s("stream = _stream(dev)")
+            s("sp = _stream_ptr(dev)")
         for op in graph.ops:
             if op.op_type == "input":
                 continue
@@ -81,9 +81,10 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
             for t in op.outputs:
                 s(f"{names[t.guid]} = _empty({t.dims!r}, {_TORCH_DT[t.dtype.name]}, dev, poison)")
             kargs = args + outs  # flat views of these are fixed per kernel (_Launch's views)
-            kargs.append(f"_empty(({max(1, info.scratch_floats)},), torch.float32, dev, False)")
+            kargs.append(f"_empty(({info.scratch_floats},), torch.float32, dev, False)" if info.scratch_floats
+                         else "_no_scratch(dev)")
             s(f"_launch_{info.name}(")
-            s("    stream,")
+            s("    sp,")
             for a in kargs:
                 s(f"    {a},")
             s(")")

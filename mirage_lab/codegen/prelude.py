@@ -320,10 +320,10 @@ class _Launch:
     """Launch one generated kernel on contiguous torch tensors, each seen as a flat array of ``views[i]``.
 
     The first call goes through numba's dispatcher (which compiles the kernel or loads it
-    from numba's disk cache). Later calls hand raw pointers to ``cuda.core.launch`` in the
-    layout numba's kernels take (meminfo, parent, nitems, itemsize, data, shape, strides per
-    array), with everything but the data pointers fixed after the first call: shapes are
-    static, so a launch costs a few microseconds of Python, not numba's argument wrapping.
+    from numba's disk cache). Later calls go straight to the driver's ``cuLaunchKernel``
+    through ctypes, with the kernel's parameters (numba's array layout: meminfo, parent,
+    nitems, itemsize, data, shape, strides) packed once: shapes are static, so a call only
+    writes the data pointers. Where that cannot be set up, ``cuda.core.launch`` is used.
     """
 
     def __init__(self, kernel, grid, threads, views):
@@ -333,32 +333,82 @@ class _Launch:
         self.views = [getattr(torch, v) for v in views]
         self.fast = None
 
-    def __call__(self, stream, *tensors):
+    def __call__(self, sptr, *tensors):
         fast = self.fast
         if fast:
-            launch, config, k, tmpl = fast
-            args = list(tmpl)
-            j = 4
-            for a in tensors:
-                args[j] = a.data_ptr()
-                j += 7
-            launch(stream, config, k, *args)
+            fast(sptr, tensors)
             return
         arrays = [a.view(v).view(-1) for a, v in zip(tensors, self.views)]
-        self.kernel[self.grid, self.block, stream](*[_dev(a) for a in arrays])
+        self.kernel[self.grid, self.block, _stream(sptr)](*[_dev(a) for a in arrays])
         if fast is None and not SIMULATOR:
+            (ov,) = self.kernel.overloads.values()
+            tmpl = []
+            for a in arrays:
+                n, isz = a.numel(), a.element_size()
+                tmpl += (0, 0, n, isz, 0, n, isz)
+            cufunc = ov._codelibrary.get_cufunc()
             try:
-                from cuda.core import LaunchConfig, launch
+                self.fast = _driver_launcher(int(cufunc.handle), self.grid, self.block, tmpl)
+            except Exception:
+                try:
+                    self.fast = _core_launcher(cufunc.kernel, self.grid, self.block, tmpl)
+                except Exception:  # another numba-cuda layout: keep the dispatcher path
+                    self.fast = False
 
-                (ov,) = self.kernel.overloads.values()
-                tmpl = []
-                for a in arrays:
-                    n, isz = a.numel(), a.element_size()
-                    tmpl += (0, 0, n, isz, 0, n, isz)
-                self.fast = (launch, LaunchConfig(grid=self.grid, block=self.block, shmem_size=0),
-                             ov._codelibrary.get_cufunc().kernel, tuple(tmpl))
-            except Exception:  # another numba-cuda layout: keep the dispatcher path
-                self.fast = False
+
+def _driver_launcher(handle, grid, block, tmpl):
+    import ctypes
+
+    lib = _libcuda()
+    n = len(tmpl)
+    vals = (ctypes.c_uint64 * n)(*tmpl)
+    base = ctypes.addressof(vals)
+    params = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
+    launch = lib.cuLaunchKernel
+    f = ctypes.c_void_p(handle)
+    (gx, gy, gz), (bx, by, bz) = grid, block
+    slots = range(4, n, 7)
+
+    def go(sptr, tensors):
+        for j, t in zip(slots, tensors):
+            vals[j] = t.data_ptr()
+        r = launch(f, gx, gy, gz, bx, by, bz, 0, sptr, params, None)
+        if r:
+            raise RuntimeError(f"cuLaunchKernel failed: CUresult {r}")
+
+    go.keep = (vals, params)  # the parameter buffers live as long as the launcher
+    return go
+
+
+def _core_launcher(kernel, grid, block, tmpl):
+    from cuda.core import LaunchConfig, launch
+
+    config = LaunchConfig(grid=grid, block=block, shmem_size=0)
+    tmpl = tuple(tmpl)
+
+    def go(sptr, tensors):
+        args = list(tmpl)
+        j = 4
+        for a in tensors:
+            args[j] = a.data_ptr()
+            j += 7
+        launch(_stream(sptr), config, kernel, *args)
+
+    return go
+
+
+_LIBCUDA = []
+
+
+def _libcuda():
+    if not _LIBCUDA:
+        import ctypes
+
+        lib = ctypes.CDLL("libcuda.so.1")
+        lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        lib.cuLaunchKernel.restype = ctypes.c_int
+        _LIBCUDA.append(lib)
+    return _LIBCUDA[0]
 
 
 def _bounds(threads):
@@ -370,13 +420,20 @@ def _bounds(threads):
     return {"launch_bounds": (threads,)} if "launch_bounds" in inspect.signature(cuda.jit).parameters else {}
 
 
-def _stream(dev):
+def _stream_ptr(dev):
+    """The raw handle of torch's current stream on ``dev`` (0 under the simulator)."""
     if SIMULATOR:
         return 0
     try:
-        ptr = _raw_stream(dev.index)
+        return _raw_stream(dev.index)
     except Exception:
-        ptr = torch.cuda.current_stream().cuda_stream
+        return torch.cuda.current_stream(dev).cuda_stream
+
+
+def _stream(ptr):
+    """numba's view of the stream with raw handle ``ptr`` (the dispatcher path)."""
+    if SIMULATOR:
+        return 0
     s = _STREAMS.get(ptr)
     if s is None:
         s = _STREAMS[ptr] = cuda.external_stream(ptr)
@@ -384,6 +441,15 @@ def _stream(dev):
 
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_NO_SCRATCH = {}
+
+
+def _no_scratch(dev):
+    """A kernel without global scratch still takes the argument: one cached, never-written float."""
+    t = _NO_SCRATCH.get(dev)
+    if t is None:
+        t = _NO_SCRATCH[dev] = torch.zeros(1, dtype=torch.float32, device=dev)
+    return t
 
 
 _STREAMS = {}
