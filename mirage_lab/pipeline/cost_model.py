@@ -9,7 +9,8 @@ measurement picks. Per customized op:
   full at ``WARPS_FOR_FULL_BW`` warps, proportionally less below, and with the share of SMs
   that have a block at all;
 * compute: every block's matmul FLOPs at the tensor-core rate (streams the plan lowers to
-  ``mma``) or the FP32 FMA rate, scaled by the same SM share;
+  ``mma``), the FP32 FMA rate (streamed B operands) or a shared-memory FMA rate (staged
+  matmuls), scaled by the same SM share;
 * a launch costs ``LAUNCH_US``; plain kernel-level ops cost their bytes at copy bandwidth.
 
 The constants are an H100's (measured copy peak; rates a Numba kernel reaches, from the
@@ -34,7 +35,8 @@ SMS = 132                 # H100 SXM
 HBM_TBPS = 3.0            # device-to-device copy peak (DESIGN.md)
 L2_TBPS = 8.0
 MMA_TFLOPS = 250.0        # mma.sync m16n8k16 from a Numba kernel, fed from registers
-FMA_TFLOPS = 25.0         # fp32 FMAs with operand unpacking (~1.3 instructions per FMA)
+FMA_TFLOPS = 25.0         # fp32 FMAs on a B operand streamed into registers (~1.3 instructions per FMA)
+SMEM_FMA_TFLOPS = 6.0     # fp32 FMAs with both operands read from shared memory (a staged matmul)
 WARPS_FOR_FULL_BW = 16    # resident warps per SM that hide HBM latency for streamed loads
 LAUNCH_US = 2.0
 
@@ -61,17 +63,15 @@ def _prod(xs) -> int:
     return n
 
 
-def _mma_streams(bg, options: CodegenOptions) -> set[int]:
-    """guids of the block matmuls the code generator lowers to tensor cores under ``options``."""
-    if not options.mma:
-        return set()
+def _streams(bg, options: CodegenOptions) -> dict[int, str]:
+    """How the code generator lowers each streamed block matmul: guid -> "mma" | "fma" (others are staged)."""
     from ..codegen.plan import KernelPlan
 
     try:
         plan = KernelPlan(bg, options=options)
-    except Exception:  # an unlowerable plan is the compiler's to report; estimate it as FMA
-        return set()
-    return {s.op.guid for s in plan.streams if s.mma}
+    except Exception:  # an unlowerable plan is the compiler's to report; estimate it as staged
+        return {}
+    return {s.op.guid: "mma" if s.mma else "fma" for s in plan.streams}
 
 
 def estimate(graph: KernelGraph, options: CodegenOptions) -> Estimate:
@@ -106,18 +106,16 @@ def estimate(graph: KernelGraph, options: CodegenOptions) -> Estimate:
         warps = min(64, blocks_per_sm * threads // 32)
         bw_eff = op_share * min(1.0, warps / WARPS_FOR_FULL_BW)
         mem += ((unique + out_bytes) / (HBM_TBPS * 1e6) + replicated / (L2_TBPS * 1e6)) / max(bw_eff, 1e-3)
-        mma = _mma_streams(bg, options)
-        flops_mma = flops_fma = 0
+        kinds = _streams(bg, options)
+        rate = {"mma": MMA_TFLOPS, "fma": FMA_TFLOPS}
+        t_comp = 0.0
         for bop in bg.ops:
             if bop.op_type == "matmul":
                 a, b = bop.inputs
                 f = 2 * _prod(a.dims) * b.dims[-1] * blocks * fr
-                if bop.guid in mma:
-                    flops_mma += f
-                else:
-                    flops_fma += f
+                t_comp += f / (rate.get(kinds.get(bop.guid, ""), SMEM_FMA_TFLOPS) * 1e6)
         comp_eff = op_share * min(1.0, warps / 8)
-        comp += (flops_mma / (MMA_TFLOPS * 1e6) + flops_fma / (FMA_TFLOPS * 1e6)) / max(comp_eff, 1e-3)
+        comp += t_comp / max(comp_eff, 1e-3)
         share = min(share, op_share)
     us = max(mem, comp) + 0.25 * min(mem, comp) + LAUNCH_US * launches
     return Estimate(us, mem, comp, launches, share)
