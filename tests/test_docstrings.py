@@ -16,7 +16,10 @@ MODULES = [
     "mirage_lab.verify.equivalence", "mirage_lab.expr", "mirage_lab.expr.terms", "mirage_lab.expr.abstract",
     "mirage_lab.expr.oracle",
     # the search and the code generator
-    "mirage_lab.search.config", "mirage_lab.search.axes", "mirage_lab.search.arrays", "mirage_lab.codegen.source",
+    "mirage_lab.search.config", "mirage_lab.search.axes", "mirage_lab.search.arrays", "mirage_lab.codegen",
+    "mirage_lab.codegen.source", "mirage_lab.codegen.plan", "mirage_lab.codegen.block_kernel",
+    # the pipeline between search and runtime
+    "mirage_lab.ir.hooks", "mirage_lab.pipeline.inputs", "mirage_lab.pipeline.variants", "mirage_lab.pipeline.cost_model",
     # the notebook widgets and plots (the explorer's own example runs a search: tests/widgets covers it)
     "mirage_lab.lab", "mirage_lab.viz.plots", "mirage_lab.widgets.records", "mirage_lab.widgets.table",
     "mirage_lab.widgets.detail", "mirage_lab.widgets.measure", "mirage_lab.widgets.progress",
