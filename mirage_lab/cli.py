@@ -261,10 +261,13 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mirage-lab", description="mirage_lab: a Jupyter-first Mirage superoptimizer.")
     p.add_argument("--version", action="version", version=f"mirage-lab {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    d = sub.add_parser("demo", help="check the hand-written RMSNorm+Linear μGraph and write an HTML report",
-                       description="Build the Mirage README's RMSNorm + Linear program and its fused μGraph, check "
-                                   "them against each other with the reference interpreter on random inputs, and "
-                                   "write <out>/demo.html with the Graphviz drawings.")
+    d = sub.add_parser("demo", help="search the RMSNorm+Linear program, check the candidates (on a GPU: tune and "
+                                    "time them), write an HTML report",
+                       description="Build the Mirage README's RMSNorm + Linear program and its hand-written fused "
+                                   "μGraph, run the real search on it (CPU-sized shapes unless --full-search), check the "
+                                   "candidates against the program with the reference interpreter on random inputs; "
+                                   "on a CUDA GPU also tune their lowering (mirage_lab.pipeline), time them beside the "
+                                   "torch baselines and export the fastest; write <out>/demo.html with the drawings.")
     d.add_argument("--out", default="reports", type=Path, help="folder for demo.html (default: reports/)")
     d.add_argument("--full", action="store_true",
                    help="also check the X[2,4096]·W[4096,6144] benchmark shape, and run the literal "
