@@ -37,7 +37,7 @@ PROGRAMS = {  # name: (program, search config, search seconds (None: to the end)
     "rmsnorm_linear_2x4096x6144": (lambda: ex.rms_norm_linear_program(2, 4096, 6144), None, None),
     "gated_mlp_8x4096x4096": (lambda: ex.gated_mlp_program(8, 4096, 4096), None, 60.0),
     "gqa_2x256x64x4096": (lambda: ex.gqa_program(2, 256, 64, 4096), "attention", 30.0),
-    "gqa_decode_64x1x128x4096": (lambda: ex.gqa_program(64, 1, 128, 4096), "attention", 30.0),
+    "gqa_decode_64x1x128x4096": (lambda: ex.gqa_program(64, 1, 128, 4096), "attention", 90.0),
 }
 
 
@@ -124,6 +124,9 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
     breakdown = {"check_inputs": host_us(lambda: k.check_inputs(xs)), "module_run": host_us(lambda: k.module.run(xs)),
                  "best_call": host_us(lambda: best(inputs=xs)), "graph_replay": host_us(lambda: best(inputs=xs, graph=True)),
                  "torch_eager": host_us(lambda: fn(*xs)), "idle_sync_wall": idle_sync}
+    launchers = sorted({getattr(getattr(k.module, f"_launch_{i.name}").fast, "__qualname__", "dispatcher")
+                        for i in k.kernels})
+    log(f"  launch path: {launchers}")
     log("  host µs per call (no sync): " + ", ".join(f"{a} {b:.1f}" for a, b in breakdown.items()))
     rows = [r for r in rep.results if r.timings]
     corr = spearman([r.estimate.us for r in rows], [r.median_us for r in rows])
@@ -137,7 +140,7 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
         "torch_eager_us": base["torch_eager"].median_us, "torch_graph_us": base["torch_cuda_graph"].median_us,
         "compile_us": base["torch_compile"].median_us, "compile_graph_us": base["torch_compile_cuda_graph"].median_us,
         "floor_us": prof.floor_us(program), "estimate_vs_measured_spearman": corr,
-        "tuning": rep.rows(), "host_breakdown_us": breakdown,
+        "tuning": rep.rows(), "host_breakdown_us": breakdown, "launch_path": launchers,
         "candidates": len(best.search_result.candidates),
     }
     log(f"  check rel err {rel:.2e}; call {call_dev.median_us:.1f} µs (graph {graph_dev.median_us:.1f}); wall/sync call "
