@@ -1,7 +1,7 @@
 """Source text shared by every generated kernel module (and by exported modules).
 
 A generated module is HEADER + PRELUDE + kernels + host code. The header differs between a
-module cached by the runtime (it imports numba through ``mirage_lab.codegen.numba_compat``)
+module cached by the runtime (it imports numba through ``mirage_lab.gpu.numba_compat``)
 and an exported one (it carries the ``np.row_stack`` shim inline and depends on torch and
 numba only). The prelude defines the few bit-level helpers numba lacks:
 
@@ -28,7 +28,7 @@ HEADER_PACKAGE = '''\
 import math
 import numpy as np
 import torch
-from mirage_lab.codegen.numba_compat import SIMULATOR, cuda, intrinsic, llvm_ir, numba, types
+from mirage_lab.gpu.numba_compat import SIMULATOR, cuda, intrinsic, llvm_ir, numba, types
 '''
 
 HEADER_STANDALONE = '''\

@@ -311,14 +311,14 @@ class KernelGraph:
         return format_kernel_graph(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ..viz.mime import mimebundle
+        from .hooks import get
 
-        return mimebundle(self)
+        return get("mimebundle")(self)   # installed by mirage_lab.viz
 
     def _repr_svg_(self) -> str | None:
-        from ..viz.mime import svg_or_none
+        from .hooks import get
 
-        return svg_or_none(self)
+        return get("svg")(self)
 
 
 def new_kernel_graph() -> KernelGraph:

@@ -52,3 +52,14 @@ def dot_available() -> bool:
 
 
 __all__ = ["draw", "render_svg", "dot_available", "LEVELS"]
+
+
+def _install_display() -> None:
+    """Notebook display of KernelGraphs: the IR calls these through its hooks (it never imports viz)."""
+    from ..ir import hooks
+    from .mime import mimebundle, svg_or_none
+
+    hooks.install(mimebundle=mimebundle, svg=svg_or_none)
+
+
+_install_display()

@@ -5,7 +5,7 @@ compile fails there. Restoring the alias before numba is imported fixes it. Keep
 kernel code behind this module also lets the backend be swapped later (numba-cuda is in
 maintenance; its successor is numba-cuda-mlir).
 
-    >>> from mirage_lab.codegen.numba_compat import cuda, gpu_available
+    >>> from mirage_lab.gpu.numba_compat import cuda, gpu_available
 """
 from __future__ import annotations
 
