@@ -25,7 +25,7 @@ class BlockSearch:
     """The block-level half of :class:`~.generator.Generator` (its base class).
 
     It uses the generator's ``cfg``, ``t`` (the target), ``stats``, ``arrays``,
-    ``max_kernel_elements``, ``_poll``, ``_expr_ok``, ``_with_attrs``, ``_fp_op``,
+    ``max_kernel_elements``, ``_block_expr_memo``, ``_poll``, ``_expr_ok``, ``_with_attrs``, ``_fp_op``,
     ``_push_kernel`` and ``_kernel_state`` (where a closed customized op goes on).
     """
 
