@@ -50,8 +50,12 @@ def test_finds_single_kernel_gated_mlp():
 def test_superoptimize_returns_best_with_result_attached():
     g = small_program()
     best = g.superoptimize(workers=1, measure=False, **SMALL)   # static cost decides (a GPU would time them)
-    assert best.search_result.candidates[0] is not None
-    assert static_cost(best) == min(best.search_result.costs)
+    res = best.search_result
+    assert res.program is g and not res.cancelled and not res.errors
+    assert len(res.costs) == len(res.candidates) > 1
+    assert any(best is c for c in res.candidates)    # the winner is one of the candidates found
+    assert best is res.ranked()[0]
+    assert static_cost(best) == min(res.costs)
 
 
 def test_no_candidate_gives_a_clear_error():
