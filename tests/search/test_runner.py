@@ -229,3 +229,29 @@ def test_no_temporary_folder_is_left_behind(how, tmp_path, monkeypatch):
         it.close()
     assert made and all(Path(m).parent == tmp_path for m in made), made   # the check below looks in the right place
     assert _search_folders_left(tmp_path) == []
+
+
+def test_a_broken_progress_channel_is_reported_and_loses_nothing(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mirage_lab.search import executors
+    from mirage_lab.search.events import SearchError
+
+    class Broken:
+        """A channel whose other end is gone (as a shut-down Manager's queue)."""
+
+        def put(self, msg):
+            raise BrokenPipeError("gone")
+
+        def get_nowait(self):
+            raise BrokenPipeError("gone")
+
+    monkeypatch.setattr(executors.Pool, "make_channel", lambda self: Broken())
+    g = small_program()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        events = list(search(g, executor=pool, **SMALL))
+    errors = [e for e in events if isinstance(e, SearchError)]
+    assert len(errors) == 1 and "BrokenPipeError: gone" in errors[0].message
+    final = events[-1]
+    assert isinstance(final, Finished) and final.complete
+    assert _hashes(final.candidates) == _hashes(run_search(g, workers=1, **SMALL).candidates)
