@@ -2,7 +2,10 @@
 from .config import SearchConfig, SearchConfigError
 from .cost import StaticCost, static_cost
 from .events import CandidateFound, Finished, Progress, SearchError, SearchStats
-from .runner import CancelToken, CheckpointError, SearchInputError, search
+from .cancel import CancelToken
+from .checkpoint import CheckpointError
+from .inputs import SearchInputError
+from .runner import search
 from .superoptimize import NoCandidateError, SearchResult, run_search
 
 __all__ = ["search", "run_search", "SearchResult", "SearchConfig", "SearchConfigError", "CancelToken",

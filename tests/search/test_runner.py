@@ -193,3 +193,65 @@ def test_a_lost_worker_is_reported_and_the_search_is_not_complete():
 def test_a_finished_search_is_complete():
     events = list(search(ex.rms_norm_linear_program(4, 64, 64), workers=1, max_kernel_ops=4))
     assert events[-1].complete and events[-1].worker_errors == 0
+
+
+def _search_folders_left(folder, wait=10.0):
+    """The search's temporary folders still in ``folder`` after up to ``wait`` seconds (workers may
+    still be stopping: the cancel flag's folder goes once none can poll it)."""
+    deadline = time.monotonic() + wait
+    while True:
+        left = sorted(p.name for p in Path(folder).iterdir() if p.name.startswith("mirage_lab"))
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("how", ["finished, one worker", "finished, two workers", "cancelled", "abandoned"])
+def test_no_temporary_folder_is_left_behind(how, tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # where the search makes its folder
+    made = []
+    real_mkdtemp = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: made.append(real_mkdtemp(*a, **k)) or made[-1])
+    g = small_program()
+    if how.startswith("finished"):
+        final = run_search(g, workers=1 if "one" in how else 2, **SMALL)
+        assert final.candidates
+    elif how == "cancelled":
+        token = CancelToken()
+        token.cancel()
+        events = list(search(g, workers=2, cancel=token, **SMALL))
+        assert events[-1].cancelled
+    else:  # the caller stops iterating half-way
+        it = search(g, workers=2, progress_interval=0.05, **SMALL)
+        next(ev for ev in it if isinstance(ev, Progress))
+        it.close()
+    assert made and all(Path(m).parent == tmp_path for m in made), made   # the check below looks in the right place
+    assert _search_folders_left(tmp_path) == []
+
+
+def test_a_broken_progress_channel_is_reported_and_loses_nothing(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mirage_lab.search import executors
+    from mirage_lab.search.events import SearchError
+
+    class Broken:
+        """A channel whose other end is gone (as a shut-down Manager's queue)."""
+
+        def put(self, msg):
+            raise BrokenPipeError("gone")
+
+        def get_nowait(self):
+            raise BrokenPipeError("gone")
+
+    monkeypatch.setattr(executors.Pool, "make_channel", lambda self: Broken())
+    g = small_program()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        events = list(search(g, executor=pool, **SMALL))
+    errors = [e for e in events if isinstance(e, SearchError)]
+    assert len(errors) == 1 and "BrokenPipeError: gone" in errors[0].message
+    final = events[-1]
+    assert isinstance(final, Finished) and final.complete
+    assert _hashes(final.candidates) == _hashes(run_search(g, workers=1, **SMALL).candidates)

@@ -1,0 +1,199 @@
+"""Where a search's tasks run: in a thread, on a ``concurrent.futures`` executor, or on Dask.
+
+Each executor here has the same small interface: ``make_channel()`` (a queue the workers
+put messages on), ``submit_all(calls)`` (one future per chunk of tasks, running
+:func:`~.worker.run_tasks`), ``shutdown()``, and ``idle()`` (nothing it started can still
+be running). :func:`make_executor` picks one from the ``workers``/``executor`` arguments.
+"""
+from __future__ import annotations
+
+import os
+import queue as queue_mod
+import sys
+import threading
+from concurrent.futures import Executor, ProcessPoolExecutor
+from typing import Any
+
+from .inputs import SearchInputError
+from .worker import run_tasks
+
+
+class Inline:
+    """Runs tasks one after another in a background thread (``workers=1``)."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+
+    def make_channel(self) -> Any:
+        return queue_mod.Queue()
+
+    def submit_all(self, calls: list[tuple]) -> list[Any]:
+        futs = [ThreadFuture() for _ in calls]
+
+        def work() -> None:
+            for fut, args in zip(futs, calls):
+                if fut.cancelled():
+                    continue
+                try:
+                    fut.set(run_tasks(*args))
+                except BaseException as e:  # surfaced to the caller as an error event
+                    fut.set_error(e)
+
+        self._thread = threading.Thread(target=work, daemon=True, name="mirage_lab-search")
+        self._thread.start()
+        return futs
+
+    def shutdown(self) -> None:
+        pass
+
+    def idle(self) -> bool:
+        # A future cancelled while it runs reads as cancelled; the thread says when it stopped.
+        return self._thread is None or not self._thread.is_alive()
+
+
+class ThreadFuture:
+    """The little of ``concurrent.futures.Future`` the search uses, for :class:`Inline`."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._res: Any = None
+        self._err: BaseException | None = None
+        self._cancelled = False
+
+    def set(self, r: Any) -> None:
+        self._res = r
+        self._done.set()
+
+    def set_error(self, e: BaseException) -> None:
+        self._err = e
+        self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self) -> bool:
+        if self._done.is_set():
+            return False
+        self._cancelled = True
+        return True
+
+    def result(self) -> Any:
+        if self._err is not None:
+            raise self._err
+        return self._res
+
+
+
+def _parent_holds_cuda() -> bool:
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized())
+    except Exception:  # a CPU build or a broken driver: no context to lose
+        return False
+
+class Pool:
+    """A ``concurrent.futures`` executor (ours or the caller's) with a Manager queue for progress."""
+
+    def __init__(self, executor: Executor | None, workers: int) -> None:
+        import multiprocessing as mp
+
+        self._own = executor is None
+        # fork works from notebooks and from scripts without a __main__ guard (spawn and
+        # forkserver re-import the caller's script); workers build their own z3 contexts.
+        # A forked child cannot use a CUDA context its parent holds, so a caller that has
+        # already used the GPU (a notebook that made CUDA tensors, a second superoptimize)
+        # gets spawned workers, which keep GPU fingerprints (4-5x faster searches).
+        ctx = mp.get_context("fork" if sys.platform.startswith("linux") and not _parent_holds_cuda() else "spawn")
+        self.executor = executor or ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        self._manager = ctx.Manager()
+        self._futures: list[Any] = []
+
+    def make_channel(self) -> Any:
+        return self._manager.Queue()
+
+    def submit_all(self, calls: list[tuple]) -> list[Any]:
+        self._futures = [self.executor.submit(run_tasks, *args) for args in calls]
+        return self._futures
+
+    def shutdown(self) -> None:
+        if self._own:
+            self.executor.shutdown(wait=False, cancel_futures=True)
+        self._manager.shutdown()
+
+    def idle(self) -> bool:
+        return all(f.done() for f in self._futures)
+
+
+class Dask:
+    """A Dask ``distributed`` client; progress through a ``distributed.Queue``."""
+
+    def __init__(self, client_or_address: Any) -> None:
+        from distributed import Client
+
+        self._own = isinstance(client_or_address, str)
+        self.client = Client(client_or_address) if self._own else client_or_address
+        self._futures: list[Any] = []
+
+    def make_channel(self) -> Any:
+        from distributed import Queue
+
+        return Queue(client=self.client)
+
+    def submit_all(self, calls: list[tuple]) -> list[Any]:
+        self._futures = [self.client.submit(run_tasks, *args, pure=False) for args in calls]
+        return self._futures
+
+    def shutdown(self) -> None:
+        if self._own:
+            self.client.close()
+
+    def idle(self) -> bool:
+        return all(f.done() for f in self._futures)
+
+
+def make_executor(executor: Any, workers: int | None) -> Inline | Pool | Dask:
+    """The executor for ``search(executor=..., workers=...)``."""
+    if executor is None:
+        n = workers if workers is not None else (os.cpu_count() or 1)
+        if n <= 1:
+            return Inline()
+        return Pool(None, n)
+    if isinstance(executor, str) and executor == "inline":
+        return Inline()
+    if isinstance(executor, str):
+        return Dask(executor)
+    if isinstance(executor, Executor):
+        return Pool(executor, workers or 1)
+    mod = type(executor).__module__
+    if mod.startswith("distributed"):
+        return Dask(executor)
+    raise SearchInputError(
+        f"executor={executor!r}: use None (a local process pool), 'inline', a concurrent.futures.Executor, "
+        "a dask distributed.Client or a scheduler address like 'tcp://host:8786'"
+    )
+
+
+def drain(channel: Any) -> tuple[list[tuple], OSError | EOFError | None]:
+    """The messages waiting in ``channel``, without blocking; and the error, if the channel broke.
+
+    A broken channel (a Manager or scheduler connection gone: ``OSError``, ``EOFError``) ends
+    the draining and is returned, with what was read before it, for the caller to report.
+    Any other exception is a bug and propagates.
+    """
+    out: list[tuple] = []
+    while True:
+        try:
+            if hasattr(channel, "get_nowait"):
+                out.append(channel.get_nowait())
+            else:  # distributed.Queue
+                if channel.qsize() == 0:
+                    break
+                out.append(channel.get(timeout=0.05))
+        except (queue_mod.Empty, TimeoutError):   # nothing more now
+            break
+        except (OSError, EOFError) as e:
+            return out, e
+    return out, None

@@ -1,0 +1,60 @@
+"""Shapes of the search's tensors: op output dims, tile dims, and the size limits they obey."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+#: The search holds each block tensor for every block and iteration at once; one that would
+#: exceed this many elements (128 MiB of uint16) is not explored (counted in pruned_other).
+#: With a 96 KB tile this still allows 2**26 / 48K = 1365 (block, iteration) pairs of it.
+MAX_FP_ELEMENTS = 1 << 26
+
+
+def numel(dims: Sequence[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def tile_bytes(dims: Sequence[int], itemsize: int) -> int:
+    return itemsize * numel(dims)
+
+
+def fp_elements(typ: str, a: tuple, b: tuple | None) -> int:
+    if b is None:
+        return numel(a)
+    if typ == "matmul":
+        return numel(np.broadcast_shapes(a[:-2], b[:-2])) * a[-2] * b[-1]
+    return numel(np.broadcast_shapes(a, b))
+
+
+def tile_shape(dims: Sequence[int], grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> tuple[int, ...]:
+    t = list(dims)
+    for a in range(3):
+        if grid[a] > 1 and imap[a] >= 0:
+            t[imap[a]] //= grid[a]
+    if fmap >= 0:
+        t[fmap] //= frange
+    return tuple(t)
+
+
+def op_out_dims(typ: str, a: tuple, b: tuple | None, batch_one: bool) -> tuple[int, ...] | None:
+    if typ == "matmul":
+        assert b is not None
+        if len(a) < 2 or len(a) != len(b) or a[:-2] != b[:-2] or a[-1] != b[-2]:
+            return None
+        if batch_one and any(d != 1 for d in a[:-2]):
+            return None
+        return a[:-1] + (b[-1],)
+    if b is None:
+        return a
+    if len(a) != len(b):
+        return None
+    out = []
+    for x, y in zip(a, b):
+        if x != y and x != 1 and y != 1:
+            return None
+        out.append(max(x, y))
+    return tuple(out)

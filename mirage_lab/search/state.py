@@ -1,0 +1,82 @@
+"""The search's compact state: tensors as :class:`Node`, ops as plain tuples, and the units of work.
+
+A tensor of a partial μGraph is a :class:`Node`: its shape, its fingerprint array (computed
+once, when the op is pushed) and its abstract expression. An op is a tuple
+``(op type, input indices, attributes)``; a customized op's attributes hold its block ops.
+The search is split into :class:`Task` subtrees; a candidate comes back as a :class:`Hit`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .arrays import digest_any
+
+UNARY = ("exp", "square", "sqrt", "silu", "gelu", "relu", "clamp")
+BINARY = ("add", "mul", "div", "pow")
+TYPE_RANK = {t: i for i, t in enumerate(("matmul", "exp", "square", "sqrt", "silu", "gelu", "relu", "clamp", "add",
+                                          "mul", "div", "pow", "rms_norm", "accum", "customized"))}
+
+
+@dataclass
+class Node:
+    """A tensor of a partial μGraph: kernel-level (``dims`` = full shape) or a block tile."""
+
+    dims: tuple[int, ...]
+    fp: np.ndarray
+    expr: Any
+    after_accum: bool = False
+    is_input: bool = False
+    _key: tuple | None = None
+
+    def key(self) -> tuple:
+        """Shape, phase and a digest of the fingerprint: equal keys mean the same tensor."""
+        if self._key is None:
+            self._key = (self.dims, self.after_accum, tuple(self.fp.shape), digest_any(self.fp))
+        return self._key
+
+
+def order_key(inputs: Sequence[int], op_type: str) -> tuple:
+    """Mirage's Order(input indices, op type): lexicographic on indices, then the type."""
+    return (tuple(inputs), TYPE_RANK[op_type])
+
+
+@dataclass
+class BlockRoot:
+    """The first choice of a customized op: its inputs and how they are tiled."""
+
+    inputs: tuple[int, ...]
+    grid: tuple[int, int, int]
+    imaps: tuple[tuple[int, int, int], ...]
+    fmaps: tuple[int, ...]
+    frange: int
+
+
+@dataclass
+class Task:
+    """An independent subtree: the root's first op (a kernel op tuple, or a :class:`BlockRoot`)."""
+
+    index: int
+    kind: str                      # "kernel" | "block"
+    op: Any
+    child: Any = None              # kernel tasks: the second choice (None: the first op's state alone)
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.index}:{self.kind}:{self.op!r}:{self.child!r}"
+
+
+@dataclass
+class Hit:
+    """A candidate as plain data: the kernel ops after the inputs (see :mod:`.build`)."""
+
+    ops: list[tuple]
+    output_perm: tuple[int, ...]
+    leaves: tuple[int, ...]
+
+
+
+class Cancelled(Exception):
+    """Raised inside a task when its ``should_stop`` answers yes."""

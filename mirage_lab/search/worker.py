@@ -1,0 +1,104 @@
+"""The worker side of a search: run some tasks, confirm each hit, stream messages back.
+
+:func:`run_tasks` runs in a worker process (or the caller's thread with ``workers=1``). It
+sends ``("progress", task, stats)``, ``("hit", task, graph json, info, stats)`` and
+``("done", task, result)`` through the channel while it runs, and returns the results too,
+so that nothing is lost when the channel is not there or breaks.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ..ir.serialize import from_json
+from .config import SearchConfig
+from .events import SearchStats
+
+_WORKER_CACHE: dict[tuple[str, str], Any] = {}
+
+
+def _generator_for(graph_json: str, cfg: SearchConfig) -> Any:
+    """One Generator (target fingerprints, z3 oracle and its cache) per worker process."""
+    from .generator import Generator, Target   # here, not above: `import mirage_lab` stays light
+
+    key = (graph_json, cfg.fingerprint(), cfg.fingerprint_backend, os.getpid())   # not one inherited by fork
+    gen = _WORKER_CACHE.get(key)
+    if gen is None:
+        graph = from_json(graph_json)
+        gen = Generator(Target(graph, cfg), cfg)
+        _WORKER_CACHE.clear()
+        _WORKER_CACHE[key] = gen
+    return gen
+
+
+def _confirm(gen: Any, hit: Any) -> tuple[str, dict] | None:
+    """Build the hit's graph and confirm it with fresh random tests; returns (json, info)."""
+    from ..verify import equivalent
+    from .build import build_graph
+    from .cost import static_cost
+
+    target = gen.t.graph
+    g = build_graph(target, hit.ops, hit.leaves, hit.output_perm, gen.cfg.block_dim, gen.cfg.reduction_dimx)
+    res = equivalent(target, g, tests=gen.cfg.verify_tests, seed=gen.cfg.seed + 1,
+                     backend="cuda" if gen.arrays.name == "cuda" else "numpy")
+    if not res:
+        return None
+    cost = static_cost(g)
+    return g.to_json(), {"kernels": cost.kernels, "bytes": cost.bytes, "hash": g.content_hash()}
+
+
+def run_tasks(graph_json: str, cfg: SearchConfig, task_indices: list[int], channel: Any = None,
+              cancel_path: str | None = None) -> list[dict[str, Any]]:
+    """Explore some tasks, one after another (runs in a worker). One result dict per task run."""
+    from .generator import Cancelled
+
+    gen = _generator_for(graph_json, cfg)
+    channel_errors: list[str] = []
+
+    def put(msg: tuple) -> None:
+        if channel is None:
+            return
+        try:
+            channel.put(msg)
+        except (OSError, EOFError) as e:
+            # The channel's other end is gone: the caller's Manager shut down (the caller
+            # stopped iterating) or the connection broke. The worker goes on: what it found
+            # also travels back in its return value, which says what broke.
+            channel_errors.append(f"{type(e).__name__}: {e}")
+
+    stop = (lambda: os.path.exists(cancel_path)) if cancel_path else (lambda: False)
+    tasks = gen.all_tasks()
+    results = []
+    for ti in task_indices:
+        if stop():
+            break
+        gen.stats = SearchStats()
+        found: list[tuple[str, dict]] = []
+
+        def on_hit(hit: Any, ti: int = ti, found: list = found) -> None:
+            c = _confirm(gen, hit)
+            if c is None:
+                gen.stats.candidates -= 1  # a one-test collision the confirmation rejected
+                return
+            found.append(c)
+            put(("hit", ti, c[0], c[1], gen.stats.as_dict()))
+
+        gen.on_hit = on_hit
+        gen.on_progress = lambda s, ti=ti: put(("progress", ti, s.as_dict()))
+        gen.should_stop = stop
+        t0 = time.monotonic()
+        cancelled = False
+        try:
+            gen.run_task(tasks[ti])
+        except Cancelled:
+            cancelled = True
+        stats = gen.stats.as_dict()
+        stats["elapsed"] = time.monotonic() - t0
+        res = {"task": ti, "candidates": found, "stats": stats, "cancelled": cancelled, "backend": gen.arrays.name,
+               "channel_error": channel_errors[0] if channel_errors else None}
+        results.append(res)
+        put(("done", ti, res))
+        if cancelled:
+            break
+    return results
