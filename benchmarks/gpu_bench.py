@@ -35,6 +35,7 @@ import mirage_lab as mi  # noqa: E402
 from mirage_lab.examples import (gated_mlp_fused, gated_mlp_program, gqa_flashdecoding, gqa_program,  # noqa: E402
                                  rms_norm_linear_fused, rms_norm_linear_program)
 from mirage_lab.codegen import CodegenOptions  # noqa: E402
+from mirage_lab.pipeline import with_block_dim  # noqa: E402  (the tuner's own: one definition)
 from mirage_lab.runtime import profile as prof  # noqa: E402
 
 # lowering variants measured for every candidate μGraph (speed only; results are identical)
@@ -49,18 +50,6 @@ OPTION_SETS = {
              CodegenOptions(pipeline_words=0, max_registers=128), CodegenOptions(pipeline_words=32, max_registers=168),
              CodegenOptions(pipeline_words=0, max_stream_acc=64)],
 }
-
-
-def with_block_dim(g: mi.KernelGraph, threads: int) -> mi.KernelGraph:
-    """The same μGraph with ``threads`` threads per block in every customized op (a μGraph attribute)."""
-    from mirage_lab.ir.serialize import from_dict, to_dict
-
-    d = to_dict(g)
-    for op in d["kernel_graph"]["ops"]:
-        if "block_graph" in op:
-            op["block_graph"]["block_dim"] = [threads, 1, 1]
-            op["block_graph"].pop("thread_graph", None)
-    return from_dict(d)
 
 
 def _randn(scales: list[float]) -> Callable[[mi.KernelGraph, torch.Generator], list[torch.Tensor]]:
