@@ -128,7 +128,7 @@ def bench_z3() -> None:
 
 
 def main() -> None:
-    from mirage_lab.codegen.numba_compat import quiet_occupancy_warnings
+    from mirage_lab.gpu.numba_compat import quiet_occupancy_warnings
 
     quiet_occupancy_warnings()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -139,7 +139,7 @@ def main() -> None:
     ap.add_argument("--tests", type=int, default=2)
     ap.add_argument("--threads", type=int, default=None, help="BLAS/OpenMP threads (set before numpy loads)")
     args = ap.parse_args()
-    from mirage_lab.codegen.numba_compat import cuda, gpu_available
+    from mirage_lab.gpu.numba_compat import cuda, gpu_available
 
     import numpy as np
 

@@ -89,7 +89,7 @@ class CudaArrays(NumpyArrays):
     name = "cuda"
 
     def __init__(self) -> None:
-        from ..codegen.numba_compat import quiet_occupancy_warnings
+        from ..gpu.numba_compat import quiet_occupancy_warnings
         from ..verify.cuda_ops import CudaFieldOps
 
         quiet_occupancy_warnings()
@@ -158,7 +158,7 @@ def get_arrays(backend: str = "auto") -> NumpyArrays:
     if backend not in BACKENDS:
         raise ArrayBackendError(f"fingerprint_backend={backend!r}: use one of {BACKENDS}")
     if backend in ("auto", "cuda"):
-        from ..codegen.numba_compat import SIMULATOR, gpu_available
+        from ..gpu.numba_compat import SIMULATOR, gpu_available
 
         usable = gpu_available() or (SIMULATOR and backend == "cuda")
         if not usable:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..codegen.numba_compat import cuda
+from ..gpu.numba_compat import cuda
 
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)

@@ -9,7 +9,7 @@ Arithmetic: values are below PQ < 2**15, so a product fits in 30 bits; sums are 
 int64 and reduced by Barrett reduction (a multiply and a shift, valid below 2**37), never
 by a 64-bit ``%`` in a loop. Arrays live on the device between ops (uint16, contiguous).
 
-All numba imports go through :mod:`mirage_lab.codegen.numba_compat`.
+All numba imports go through :mod:`mirage_lab.gpu.numba_compat`.
 
     >>> from mirage_lab.verify import get_ops
     >>> ops = get_ops("cuda")                     # doctest: +SKIP  (needs a GPU or the simulator)
@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..codegen.numba_compat import cuda
+from ..gpu.numba_compat import cuda
 from .field import FP_DTYPE, PQ, FieldError, FieldOps, _fp
 
 _BAR_SHIFT = 40

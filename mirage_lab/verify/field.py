@@ -542,7 +542,7 @@ def get_ops(backend: str = "numpy") -> FieldOps:
     if backend == "numpy":
         return _NUMPY
     if backend in ("cuda", "auto"):
-        from ..codegen.numba_compat import SIMULATOR, gpu_available
+        from ..gpu.numba_compat import SIMULATOR, gpu_available
 
         if backend == "auto" and not gpu_available():
             return _NUMPY

@@ -21,7 +21,7 @@ ROOT = HERE.parent.parent
 
 
 def _gpu() -> bool:
-    from mirage_lab.codegen.numba_compat import gpu_available
+    from mirage_lab.gpu.numba_compat import gpu_available
 
     return gpu_available()
 

@@ -28,7 +28,7 @@ def test_cuda_simulator_matches_numpy():
 
 
 def _gpu() -> bool:
-    from mirage_lab.codegen.numba_compat import gpu_available
+    from mirage_lab.gpu.numba_compat import gpu_available
 
     return gpu_available()
 

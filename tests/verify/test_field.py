@@ -246,7 +246,7 @@ def test_bad_input_raises_mirage_errors():
 
 
 def test_cuda_backend_needs_a_gpu_or_the_simulator():
-    from mirage_lab.codegen.numba_compat import SIMULATOR, gpu_available
+    from mirage_lab.gpu.numba_compat import SIMULATOR, gpu_available
 
     if gpu_available() or SIMULATOR:
         pytest.skip("a CUDA device (or the simulator) is present here")

@@ -1,0 +1,109 @@
+"""The one place mirage_lab imports numba from.
+
+numba-cuda 0.30.x still calls ``np.row_stack``, which NumPy 2.5 removed, so every kernel
+compile fails there. Restoring the alias before numba is imported fixes it. Keeping all
+kernel code behind this module also lets the backend be swapped later (numba-cuda is in
+maintenance; its successor is numba-cuda-mlir).
+
+    >>> from mirage_lab.gpu.numba_compat import cuda, gpu_available
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+if not hasattr(np, "row_stack"):
+    np.row_stack = np.vstack  # type: ignore[attr-defined]
+
+import numba  # noqa: E402
+from numba import cuda  # noqa: E402
+
+SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def gpu_available() -> bool:
+    """True when a real CUDA GPU is usable (the simulator does not count)."""
+    if SIMULATOR:
+        return False
+    try:
+        return bool(cuda.is_available())
+    except Exception:  # a broken driver counts as no GPU
+        return False
+
+
+def quiet_occupancy_warnings() -> None:
+    """Silence numba's "grid size N will likely result in GPU under-utilization" warnings.
+
+    Fingerprint kernels over small tiles launch small grids on purpose; one warning per
+    launch would drown a log or a benchmark table.
+    """
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*will likely result in GPU under-utilization")
+
+
+__all__ = ["numba", "cuda", "gpu_available", "SIMULATOR", "quiet_occupancy_warnings"]
+
+# Names generated kernel modules need (see codegen/prelude.py).
+from numba import types  # noqa: E402
+from numba.cuda.extending import intrinsic  # noqa: E402
+from llvmlite import ir as llvm_ir  # noqa: E402
+
+__all__ += ["types", "intrinsic", "llvm_ir"]
+
+
+def _fast_singly_assigned_variables() -> bool:
+    """Replace numba-cuda's quadratic ``Lower._find_singly_assigned_variable`` with a linear one.
+
+    For every block-local variable the original scans the whole block's instructions again,
+    so lowering a generated kernel with long unrolled blocks took tens of seconds. The
+    replacement counts each block's assignment targets once; the resulting set is the same.
+    Applied only to the numba-cuda versions whose method this was checked against.
+    """
+    try:
+        from collections import Counter, defaultdict
+
+        import numba_cuda
+        from numba.cuda import lowering as _lw
+    except Exception:  # pragma: no cover - another numba layout: keep its own method
+        return False
+    if not getattr(numba_cuda, "__version__", "").startswith("0.30."):
+        return False
+    needed = ("compute_use_defs", "must_use_alloca", "ir")
+    if not all(hasattr(_lw, n) for n in needed) or not hasattr(_lw.Lower, "_find_singly_assigned_variable"):
+        return False
+
+    def _find_singly_assigned_variable(self):  # same result as numba's, in linear time
+        blocks = self.func_ir.blocks
+        sav = set()
+        if not self.func_ir.func_id.is_generator:
+            use_defs = _lw.compute_use_defs(blocks)
+            alloca_vars = _lw.must_use_alloca(blocks)
+            var_assign_map = defaultdict(set)
+            for blk, vl in use_defs.defmap.items():
+                for var in vl:
+                    var_assign_map[var].add(blk)
+            var_use_map = defaultdict(set)
+            for blk, vl in use_defs.usemap.items():
+                for var in vl:
+                    var_use_map[var].add(blk)
+            counts = {}
+            for var, blks in var_assign_map.items():
+                if var in alloca_vars or len(blks) != 1 or var_use_map[var]:
+                    continue
+                (defblk,) = blks
+                c = counts.get(defblk)
+                if c is None:
+                    c = counts[defblk] = Counter(
+                        stmt.target.name for stmt in blocks[defblk].find_insts(_lw.ir.assign_types))
+                if c[var] == 1:
+                    sav.add(var)
+        self._singly_assigned_vars = sav
+        self._blk_local_varmap = {}
+
+    _lw.Lower._find_singly_assigned_variable = _find_singly_assigned_variable
+    return True
+
+
+FAST_LOWERING = _fast_singly_assigned_variables()
