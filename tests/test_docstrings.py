@@ -12,12 +12,13 @@ MODULES = [
     "mirage_lab.ir.serialize", "mirage_lab.interp.reference", "mirage_lab.examples",
     "mirage_lab.viz", "mirage_lab.viz.graphviz_draw", "mirage_lab.report", "mirage_lab.cli",
     # the verifier and the abstract expressions
-    "mirage_lab.verify", "mirage_lab.verify.field", "mirage_lab.verify.fingerprint",
+    "mirage_lab.verify", "mirage_lab.verify.field", "mirage_lab.verify.tile_plans", "mirage_lab.verify.numpy_backend",
+    "mirage_lab.verify.backends", "mirage_lab.verify.fingerprint",
     "mirage_lab.verify.equivalence", "mirage_lab.expr", "mirage_lab.expr.terms", "mirage_lab.expr.abstract",
     "mirage_lab.expr.oracle",
     # the search and the code generator
-    "mirage_lab.search.config", "mirage_lab.search.axes", "mirage_lab.search.arrays", "mirage_lab.codegen",
-    "mirage_lab.codegen.source", "mirage_lab.codegen.plan", "mirage_lab.codegen.block_kernel",
+    "mirage_lab.search.config", "mirage_lab.search.axes", "mirage_lab.search.arrays", "mirage_lab.gpu.numba_compat",
+    "mirage_lab.codegen", "mirage_lab.codegen.source", "mirage_lab.codegen.plan", "mirage_lab.codegen.block_kernel",
     # the pipeline between search and runtime
     "mirage_lab.ir.hooks", "mirage_lab.pipeline.inputs", "mirage_lab.pipeline.variants", "mirage_lab.pipeline.cost_model",
     # the notebook widgets and plots (the explorer's own example runs a search: tests/widgets covers it)

@@ -45,7 +45,7 @@ def quiet_occupancy_warnings() -> None:
 
 __all__ = ["numba", "cuda", "gpu_available", "SIMULATOR", "quiet_occupancy_warnings"]
 
-# Names generated kernel modules need (added for the code generator; see codegen/prelude.py).
+# Names generated kernel modules need (see codegen/prelude.py).
 from numba import types  # noqa: E402
 from numba.cuda.extending import intrinsic  # noqa: E402
 from llvmlite import ir as llvm_ir  # noqa: E402

@@ -7,9 +7,12 @@ the digest differs, and a process never mixes the two.
 
 - ``NumpyArrays``: tiles are numpy views where possible; digests are SHA-1.
 - ``CudaArrays``: arrays live on the device (contiguous uint16); a loader's tiles and a
-  saved output are materialised by one strided copy, planned on a numpy stand-in so the
-  layout is exactly the numpy backend's; digests are two 64-bit multilinear hashes
-  computed on the device (only 16 bytes come back).
+  saved output are materialised by one strided copy (the verifier's ``copy_view``),
+  planned on a numpy stand-in so the layout is exactly the numpy backend's; digests are
+  two 64-bit multilinear hashes computed on the device (only 16 bytes come back).
+
+Which backend runs is the verifier's choice (:func:`mirage_lab.verify.resolve_backend`);
+this module only adds a per-process cache and a check that CUDA works in the process.
 
     >>> arrays = get_arrays("numpy")
     >>> import numpy as np
@@ -25,7 +28,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import MirageLabError
-from ..verify import field as F
+from ..verify import numpy_backend as numpy_ops
+from ..verify.backends import get_ops, resolve_backend
+from ..verify.field import FP_DTYPE, FieldError
 from . import tiles
 from .config import FINGERPRINT_BACKENDS
 
@@ -53,16 +58,16 @@ class NumpyArrays:
         return tiles.matmul(a, b)
 
     def accum(self, kind: str | None, x: Any, axis: int, frange: int, w: int, dimx: int) -> Any:
-        return F.accum(kind, x, axis, frange, w, dimx)
+        return numpy_ops.accum(kind, x, axis, frange, w, dimx)
 
     def unary(self, typ: str, x: Any, attrs: dict) -> Any:
-        return F.unary(typ, x, attrs)
+        return numpy_ops.unary(typ, x, attrs)
 
     def binary(self, typ: str, a: Any, b: Any) -> Any:
-        return F.binary(typ, a, b)
+        return numpy_ops.binary(typ, a, b)
 
     def rms_norm(self, x: Any) -> Any:
-        return F.rms_norm(x)
+        return numpy_ops.rms_norm(x)
 
     @staticmethod
     def digest(a: Any) -> bytes:
@@ -75,11 +80,11 @@ def _stand_in(shape: Sequence[int]) -> np.ndarray:
     The tile functions only reshape, transpose and broadcast (never read or copy, see the
     callers), so the view they return describes, in its strides, how to gather the data.
     """
-    item = np.dtype(F.FP_DTYPE).itemsize
+    item = np.dtype(FP_DTYPE).itemsize
     st = [item] * len(shape)
     for d in range(len(shape) - 2, -1, -1):
         st[d] = st[d + 1] * max(1, shape[d + 1])
-    return np.lib.stride_tricks.as_strided(np.zeros(1, F.FP_DTYPE), shape=tuple(shape), strides=tuple(st),
+    return np.lib.stride_tricks.as_strided(np.zeros(1, FP_DTYPE), shape=tuple(shape), strides=tuple(st),
                                            writeable=False)
 
 
@@ -90,10 +95,9 @@ class CudaArrays(NumpyArrays):
 
     def __init__(self) -> None:
         from ..gpu.numba_compat import quiet_occupancy_warnings
-        from ..verify.cuda_ops import CudaFieldOps
 
         quiet_occupancy_warnings()
-        self.ops = CudaFieldOps.instance()
+        self.ops = get_ops("cuda")
 
     def put(self, a: np.ndarray) -> Any:
         return self.ops.asarray(a)
@@ -102,13 +106,9 @@ class CudaArrays(NumpyArrays):
         return self.ops.to_numpy(a)
 
     def _gather(self, src: Any, view: np.ndarray) -> Any:
-        from ..verify.cuda_ops import _contig_strides
-
+        """``view`` (of a stand-in shaped like ``src``) copied out of ``src`` on the device."""
         item = view.itemsize
-        out = self.ops._empty(view.shape)
-        if out.size:
-            self.ops._copy(src, out, list(view.shape), [s // item for s in view.strides], _contig_strides(view.shape))
-        return out
+        return self.ops.copy_view(src, view.shape, [s // item for s in view.strides])
 
     def load_view(self, fp: Any, grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> Any:
         return self._gather(fp, tiles.load_view(_stand_in(fp.shape), grid, imap, fmap, frange))
@@ -157,16 +157,10 @@ def get_arrays(backend: str = "auto") -> NumpyArrays:
     requested = backend
     if backend not in BACKENDS:
         raise ArrayBackendError(f"fingerprint_backend={backend!r}: use one of {BACKENDS}")
-    if backend in ("auto", "cuda"):
-        from ..gpu.numba_compat import SIMULATOR, gpu_available
-
-        usable = gpu_available() or (SIMULATOR and backend == "cuda")
-        if not usable:
-            if backend == "cuda":
-                raise ArrayBackendError("fingerprint_backend='cuda' needs a usable CUDA GPU; use 'numpy' or 'auto'")
-            backend = "numpy"
-        else:
-            backend = "cuda"
+    try:
+        backend = resolve_backend(backend)
+    except FieldError as e:   # the only name left that can fail: cuda where it cannot run
+        raise ArrayBackendError("fingerprint_backend='cuda' needs a usable CUDA GPU; use 'numpy' or 'auto'") from e
     # Keyed by process too: a worker forked from a process that used CUDA inherits its
     # objects, but not a usable context; it must check for itself.
     key = (backend, os.getpid())
@@ -176,7 +170,7 @@ def get_arrays(backend: str = "auto") -> NumpyArrays:
         else:
             try:
                 arr = CudaArrays()
-                arr.digest(arr.put(np.zeros(4, F.FP_DTYPE)))   # a CUDA context that works here
+                arr.digest(arr.put(np.zeros(4, FP_DTYPE)))   # a CUDA context that works here
             except Exception as e:
                 # e.g. a worker forked from a process that had already used CUDA: such a
                 # child cannot. "auto" then runs on the CPU (same results); "cuda" says why.

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from ..ir.shapes import fmt
-from .field import get_ops
+from .backends import get_ops
 from .fingerprint import fingerprint_graph, random_inputs
 
 #: Above this many outputs, permutations are matched greedily instead of exhaustively.

@@ -24,14 +24,21 @@ at either level.
 
 Choice of field: p = 227, q = 113 (the paper's pair), so ``q | p − 1`` (226 = 2·113) and
 ``PQ = 25651`` fits uint16. See ``docs/verifier.md`` for every op's definition and why.
+
+This module is the arithmetic only (constants, lookup tables, :func:`as_fingerprint`). The
+rest of the verifier's op layer lives beside it: :mod:`.tile_plans` (the strided views
+behind gather/scatter), :mod:`.numpy_backend` (``FieldOps`` and the numpy module
+functions ``unary``, ``matmul``, ...), :mod:`.cuda_backend` and :mod:`.backends`
+(``get_ops``). Those names, written before the split as ``field.X``, still resolve here.
 """
 from __future__ import annotations
 
+import importlib
 import struct
 import zlib
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -223,75 +230,13 @@ def attrs_key(op_type: str, attrs: dict | None) -> tuple:
     return ()
 
 
-# --------------------------------------------------------------------------- tile index maps
-def _axis_of(imap: Sequence[int], grid: Sequence[int], k: int) -> int | None:
-    for a in range(3):
-        if grid[a] > 1 and imap[a] == k:
-            return a
-    return None
+def as_fingerprint(x: Any) -> np.ndarray:
+    """``x`` (any integer array-like) as a uint16 fingerprint array: reduced mod ``PQ``
+    unless it is uint16 already (then returned as is). Float arrays are refused.
 
-
-def gather_plan(dims: Sequence[int], grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int):
-    """The strided view that gathers every block's tile of a ``dims``-shaped tensor.
-
-    Returns ``(shape, strides, out_shape)``: ``shape``/``strides`` (in elements, without the
-    leading test axis) describe the view ``[gx, gy, gz, R, *tile]`` of the contiguous
-    source; ``out_shape = [B, R, *tile]`` with ``B = 1`` when no grid axis splits the tensor
-    (every block sees the same tiles), ``R = 1`` when it is not looped. The tile index
-    along a dim that is grid-mapped (axis a) and looped is ``b_a·frange + i`` (spec §1.3).
+    >>> as_fingerprint([-1, PQ + 2]).tolist()
+    [25650, 2]
     """
-    dims = [int(d) for d in dims]
-    n = len(dims)
-    sstride = [1] * n
-    for k in range(n - 2, -1, -1):
-        sstride[k] = sstride[k + 1] * dims[k + 1]
-    tile = list(dims)
-    gstride = [0, 0, 0]
-    mapped = False
-    for k in range(n):
-        a = _axis_of(imap, grid, k)
-        if a is not None:
-            tile[k] //= grid[a]
-            mapped = True
-    looped = 0 <= fmap < n
-    if looped:
-        tile[fmap] //= frange
-    for k in range(n):
-        a = _axis_of(imap, grid, k)
-        if a is not None:
-            gstride[a] = tile[k] * (frange if looped and fmap == k else 1) * sstride[k]
-    r = frange if looped else 1
-    rstride = tile[fmap] * sstride[fmap] if looped else 0
-    g = list(grid) if mapped else [1, 1, 1]
-    shape = g + [r] + tile
-    strides = [gstride[a] if g[a] > 1 else 0 for a in range(3)] + [rstride] + sstride
-    out_shape = [g[0] * g[1] * g[2], r] + tile
-    return shape, strides, out_shape
-
-
-def scatter_plan(tile: Sequence[int], grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]):
-    """The strided view of an output tensor that block tiles are written through.
-
-    Returns ``(shape, strides)`` (elements, no test axis) of the view ``[gx, gy, gz, *tile]``
-    of the contiguous ``out_dims`` tensor: block ``b`` writes at ``b_a·tile[k]`` of dim
-    ``k`` when ``omap[a] = k``.
-    """
-    n = len(out_dims)
-    dstride = [1] * n
-    for k in range(n - 2, -1, -1):
-        dstride[k] = dstride[k + 1] * int(out_dims[k + 1])
-    gstr = [0, 0, 0]
-    for a in range(3):
-        if grid[a] > 1:
-            k = omap[a]
-            if not 0 <= k < n:
-                raise FieldError(f"scatter_tiles: grid axis {a} (size {grid[a]}) is not mapped by output_map {tuple(omap)}")
-            gstr[a] = int(tile[k]) * dstride[k]
-    return list(grid) + list(tile), gstr + dstride
-
-
-# --------------------------------------------------------------------------- the numpy backend
-def _fp(x: Any) -> np.ndarray:
     a = np.asarray(x)
     if a.dtype != FP_DTYPE:
         if not np.issubdtype(a.dtype, np.integer):
@@ -300,304 +245,25 @@ def _fp(x: Any) -> np.ndarray:
     return a
 
 
-class FieldOps:
-    """Fingerprint ops on numpy arrays (the CPU backend; :class:`CudaFieldOps` mirrors it).
-
-    Composite ops (rms_norm, accumulators, div) are built here from a few primitives
-    (``lut``, ``_arith``, ``_pow``, ``matmul``, ``reduce_sum``, the strided copies), so a
-    backend only re-implements those primitives.
-
-        >>> ops = FieldOps()
-        >>> x = ops.asarray([[3, 4]])
-        >>> ops.unary("square", x).tolist()
-        [[9, 16]]
-    """
-
-    name = "numpy"
-
-    # ---- array plumbing
-    def asarray(self, x: Any) -> np.ndarray:
-        """Bring ``x`` (any integer array-like) into this backend as a uint16 fingerprint array."""
-        return _fp(x)
-
-    def to_numpy(self, x: Any) -> np.ndarray:
-        """A host numpy copy (numpy backend: the array itself)."""
-        return np.asarray(x)
-
-    def shape(self, x: Any) -> tuple[int, ...]:
-        return tuple(x.shape)
-
-    def reshape(self, x: Any, shape: Sequence[int]) -> Any:
-        return np.reshape(x, tuple(shape))
-
-    def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
-        """A materialised copy of ``x`` broadcast to ``shape``."""
-        return np.ascontiguousarray(np.broadcast_to(x, tuple(shape)))
-
-    # ---- primitives
-    def lut(self, x: Any, table: np.ndarray) -> np.ndarray:
-        """Apply a length-``PQ`` table elementwise."""
-        return table[x]
-
-    def _arith(self, op: str, a: Any, b: Any) -> np.ndarray:
-        a32 = np.asarray(a).astype(np.int32)
-        b32 = np.asarray(b)
-        if op == "add":
-            r = a32 + b32
-            r -= PQ * (r >= PQ)
-        elif op == "sub":
-            r = a32 - b32
-            r += PQ * (r < 0)
-        elif op == "mul":
-            r = a32 * b32  # < 2**30: fits int32
-            r %= PQ
-        else:  # pragma: no cover - callers validate
-            raise FieldError(f"unknown arithmetic op {op!r}")
-        return r.astype(FP_DTYPE)
-
-    def _pow(self, a: Any, b: Any) -> np.ndarray:
-        # Square-and-multiply with b's raw value (< 2**15) as the exponent (Mirage's pow).
-        base, e = np.broadcast_arrays(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64))
-        out = np.ones(base.shape, dtype=np.int64)
-        base = base.copy()
-        e = e.copy()
-        for _ in range(16):
-            odd = (e & 1).astype(bool)
-            out[odd] = out[odd] * base[odd] % PQ
-            base = base * base % PQ
-            e >>= 1
-        return out.astype(FP_DTYPE)
-
-    def matmul(self, a: Any, b: Any) -> np.ndarray:
-        """``[..., m, K] @ [..., K, n]`` mod PQ, leading axes broadcast.
-
-        Exact: float64 BLAS on integers below PQ, reduced every ``MAX_EXACT_TERMS`` terms.
-        """
-        a, b = np.asarray(a), np.asarray(b)
-        if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
-            raise FieldError(f"matmul: shapes {a.shape} and {b.shape} do not chain")
-        try:
-            np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        except ValueError as e:
-            raise FieldError(f"matmul: batch shapes {a.shape[:-2]} and {b.shape[:-2]} do not broadcast") from e
-        return self._matmul_exact(a, b)
-
-    def _matmul_exact(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        K = a.shape[-1]
-        acc = None
-        for k0 in range(0, K, MAX_EXACT_TERMS):
-            k1 = min(K, k0 + MAX_EXACT_TERMS)
-            part = np.matmul(a[..., k0:k1].astype(np.float64), b[..., k0:k1, :].astype(np.float64))
-            # int64 % by a constant is several times faster than float fmod
-            part = part.astype(np.int64) % PQ
-            acc = part if acc is None else (acc + part) % PQ
-        return acc.astype(FP_DTYPE)
-
-    def reduce_sum(self, x: Any, axis: int) -> np.ndarray:
-        """Sum over ``axis`` (kept, with size 1) mod PQ."""
-        return (np.asarray(x).sum(axis=axis, keepdims=True, dtype=np.int64) % PQ).astype(FP_DTYPE)
-
-    def _strided_gather(self, x: Any, shape: list[int], strides: list[int], out_shape: list[int]) -> np.ndarray:
-        x = np.ascontiguousarray(x)
-        k = x.shape[0]
-        item = x.itemsize
-        v = np.lib.stride_tricks.as_strided(x, shape=[k] + shape, strides=[x.strides[0]] + [s * item for s in strides],
-                                            writeable=False)
-        return np.ascontiguousarray(v.reshape([k] + out_shape))
-
-    def _strided_scatter(self, src: Any, out_dims: list[int], shape: list[int], strides: list[int]) -> np.ndarray:
-        src = np.asarray(src)
-        k = src.shape[0]
-        out = np.empty([k] + list(out_dims), dtype=FP_DTYPE)
-        item = out.itemsize
-        view = np.lib.stride_tricks.as_strided(out, shape=[k] + shape, strides=[out.strides[0]] + [s * item for s in strides])
-        b = src.shape[1]
-        view[...] = src.reshape([k] + (shape[:3] if b > 1 else [1, 1, 1]) + shape[3:])
-        return out
-
-    def concat(self, a: Any, b: Any, axis: int) -> np.ndarray:
-        """Concatenate along ``axis`` (other axes broadcast first)."""
-        a, b = np.asarray(a), np.asarray(b)
-        ax = axis % a.ndim
-        sa, sb = list(a.shape), list(b.shape)
-        common = [max(x, y) for x, y in zip(sa, sb)]
-        sa2 = common.copy(); sa2[ax] = sa[ax]
-        sb2 = common.copy(); sb2[ax] = sb[ax]
-        return np.concatenate([np.broadcast_to(a, sa2), np.broadcast_to(b, sb2)], axis=ax)
-
-    # ---- op-level API (backend-neutral compositions)
-    def unary(self, op_type: str, x: Any, attrs: dict | None = None) -> Any:
-        """A unary op (exp, silu, gelu, relu, sqrt, square, clamp, mul_scalar, inv).
-
-        >>> FieldOps().unary("mul_scalar", np.array([8], np.uint16), {"scalar": 0.25}).tolist()
-        [2]
-        """
-        if op_type not in UNARY_OPS:
-            raise FieldError(f"unknown unary op {op_type!r}; known: {UNARY_OPS}")
-        return self.lut(x, unary_table(op_type, attrs_key(op_type, attrs)))
-
-    def binary(self, op_type: str, a: Any, b: Any) -> Any:
-        """A binary op (add, sub, mul, div, pow) with numpy broadcasting.
-
-        Division is ``a · b⁻¹`` through the inverse table (``b**(m-2)`` per residue, so 0 ↦ 0).
-        """
-        if op_type in ("add", "sub", "mul"):
-            return self._arith(op_type, a, b)
-        if op_type == "div":
-            return self._arith("mul", a, self.lut(b, _inv_table()))
-        if op_type == "pow":
-            return self._pow(a, b)
-        raise FieldError(f"unknown binary op {op_type!r}; known: {BINARY_OPS}")
-
-    def scale(self, x: Any, c: int) -> Any:
-        """``c·x`` for an int ``c``."""
-        c %= PQ
-        return x if c == 1 else self.lut(x, scale_table(c))
-
-    def rms_norm(self, x: Any) -> Any:
-        """``x / sqrt(mean(x²))`` over the last axis."""
-        n = self.shape(x)[-1]
-        s = self.reduce_sum(self.lut(x, unary_table("square")), -1)
-        return self._arith("mul", x, self.lut(s, inv_rms_table(n)))
-
-    def accum(self, kind: str | None, x: Any, axis: int = 2, frange: int | None = None, w: int | None = None,
-              dimx: int = 64) -> Any:
-        """A for-loop accumulator: reduce the iteration ``axis`` (default 2 of ``[k, B, R, *tile]``).
-
-        ``frange`` is the loop's range: an ``x`` whose iteration axis has size 1 is the same
-        in every iteration and counts ``frange`` times. ``w`` is the tile's last dim (defaults
-        to ``x``'s). Kinds: ``None`` (acc += x), ``"sum"`` / ``"mean"`` / ``"rms"`` (over the last
-        dim too; mean divides by frange·w, rms is sqrt(Σx²/(frange·w))), ``"sum_todimx"``
-        (last dim folds to ``dimx``: ``out[..,j] = Σ_k x[.., j + dimx·k]``). The result drops
-        ``axis``.
-
-            >>> ops = FieldOps()
-            >>> x = ops.asarray(np.arange(8).reshape(1, 1, 2, 4))   # k=1, B=1, R=2, tile [4]
-            >>> ops.accum("sum", x).tolist()
-            [[[28]]]
-        """
-        if kind not in ACCUM_KINDS:
-            raise FieldError(f"unknown accumulator {kind!r}; use one of {ACCUM_KINDS}")
-        shp = self.shape(x)
-        ax = axis % len(shp)
-        if ax == len(shp) - 1:
-            raise FieldError(f"accum: the iteration axis {axis} cannot be the tile's last axis (shape {shp})")
-        r = shp[ax]
-        frange = r if frange is None else int(frange)
-        if r not in (1, frange):
-            raise FieldError(f"accum: iteration axis has size {r}, but forloop_range is {frange}")
-        w = shp[-1] if w is None else int(w)
-        if kind == "rms":
-            x = self.lut(x, unary_table("square"))
-        if kind == "sum_todimx":
-            if shp[-1] % dimx:
-                raise FieldError(f"accum sum_todimx: last dim {shp[-1]} is not a multiple of reduction_dimx={dimx}")
-            x = self.reshape(x, list(shp[:-1]) + [shp[-1] // dimx, dimx])
-            x = self.reduce_sum(x, -2)
-            x = self.reshape(x, list(shp[:-1]) + [dimx])
-        elif kind is not None:
-            x = self.reduce_sum(x, -1)
-        x = self.reduce_sum(x, ax)
-        out_shape = [s for i, s in enumerate(self.shape(x)) if i != ax]
-        x = self.reshape(x, out_shape)
-        if r == 1 and frange > 1:
-            x = self.scale(x, frange)
-        if kind == "mean":
-            x = self.scale(x, field_inverse(frange * w))
-        elif kind == "rms":
-            x = self.lut(x, rms_table(frange * w))
-        return x
-
-    def gather_tiles(self, x: Any, grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> Any:
-        """All blocks' tiles of ``x`` (``[k, *dims]``) for all iterations: ``[k, B, R, *tile]``.
-
-        The numpy analog of ``mirage_lab.interp.reference.gather_tiles``, with a leading
-        test axis; ``B`` is 1 when no grid axis splits ``x`` and ``R`` is 1 when it is not
-        looped (the same tile for every block / iteration).
-        """
-        shape, strides, out_shape = gather_plan(self.shape(x)[1:], grid, imap, fmap, frange)
-        return self._strided_gather(x, shape, strides, out_shape)
-
-    def scatter_tiles(self, tiles: Any, grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]) -> Any:
-        """Inverse of the output map: ``[k, B, *tile]`` (or ``[k, 1, *tile]``) -> ``[k, *out_dims]``."""
-        shp = self.shape(tiles)
-        nb = grid[0] * grid[1] * grid[2]
-        if shp[1] not in (1, nb):
-            raise FieldError(f"scatter_tiles: {shp[1]} block tiles for a grid of {nb} blocks")
-        shape, strides = scatter_plan(shp[2:], grid, omap, out_dims)
-        return self._strided_scatter(tiles, list(out_dims), shape, strides)
+# --------------------------------------------------------------------------- names that moved out
+# Written ``field.X`` before verify was split into modules; resolved on first use (an eager
+# import here would be circular: those modules build on this one) and then kept here.
+_MOVED = {
+    **{n: "numpy_backend" for n in ("FieldOps", "unary", "binary", "matmul", "reduce_sum", "rms_norm", "accum",
+                                    "concat", "gather_tiles", "scatter_tiles")},
+    **{n: "tile_plans" for n in ("gather_plan", "scatter_plan")},
+    "get_ops": "backends",
+}
 
 
-# --------------------------------------------------------------------------- module-level default (numpy)
-_NUMPY = FieldOps()
+def __getattr__(name: str) -> Any:
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__package__}.{home}"), name)
+    globals()[name] = value
+    return value
 
 
-def get_ops(backend: str = "numpy") -> FieldOps:
-    """The ops object of a backend: ``"numpy"``, ``"cuda"`` (Numba-CUDA, or its simulator),
-    or ``"auto"`` (cuda when a real GPU is present, else numpy).
-
-    >>> get_ops("numpy").name
-    'numpy'
-    """
-    if backend == "numpy":
-        return _NUMPY
-    if backend in ("cuda", "auto"):
-        from ..gpu.numba_compat import SIMULATOR, gpu_available
-
-        if backend == "auto" and not gpu_available():
-            return _NUMPY
-        if backend == "cuda" and not (gpu_available() or SIMULATOR):
-            raise FieldError(
-                "backend='cuda' needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 for the simulator); "
-                "use backend='numpy' or 'auto' on this machine"
-            )
-        from .cuda_ops import CudaFieldOps
-
-        return CudaFieldOps.instance()
-    raise FieldError(f"unknown backend {backend!r}; use 'numpy', 'cuda' or 'auto'")
-
-
-def unary(op_type: str, x: Any, attrs: dict | None = None) -> np.ndarray:
-    """Numpy ``FieldOps.unary``."""
-    return _NUMPY.unary(op_type, _fp(x), attrs)
-
-
-def binary(op_type: str, a: Any, b: Any) -> np.ndarray:
-    """Numpy ``FieldOps.binary`` (broadcasting)."""
-    return _NUMPY.binary(op_type, _fp(a), _fp(b))
-
-
-def matmul(a: Any, b: Any) -> np.ndarray:
-    """Numpy ``FieldOps.matmul`` (batched over leading axes)."""
-    return _NUMPY.matmul(_fp(a), _fp(b))
-
-
-def reduce_sum(x: Any, axis: int) -> np.ndarray:
-    """Numpy ``FieldOps.reduce_sum`` (keepdims)."""
-    return _NUMPY.reduce_sum(_fp(x), axis)
-
-
-def rms_norm(x: Any) -> np.ndarray:
-    """Numpy ``FieldOps.rms_norm`` over the last axis."""
-    return _NUMPY.rms_norm(_fp(x))
-
-
-def accum(kind: str | None, x: Any, axis: int = 2, frange: int | None = None, w: int | None = None,
-          dimx: int = 64) -> np.ndarray:
-    """Numpy ``FieldOps.accum``."""
-    return _NUMPY.accum(kind, _fp(x), axis, frange, w, dimx)
-
-
-def concat(a: Any, b: Any, axis: int) -> np.ndarray:
-    """Numpy ``FieldOps.concat``."""
-    return _NUMPY.concat(_fp(a), _fp(b), axis)
-
-
-def gather_tiles(x: Any, grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> np.ndarray:
-    """Numpy ``FieldOps.gather_tiles``."""
-    return _NUMPY.gather_tiles(_fp(x), grid, imap, fmap, frange)
-
-
-def scatter_tiles(tiles: Any, grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]) -> np.ndarray:
-    """Numpy ``FieldOps.scatter_tiles``."""
-    return _NUMPY.scatter_tiles(_fp(tiles), grid, omap, out_dims)
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_MOVED))

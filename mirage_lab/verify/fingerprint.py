@@ -1,4 +1,4 @@
-"""Fingerprints of whole μGraphs, composed from the op-level functions in :mod:`.field`.
+"""Fingerprints of whole μGraphs, composed from a backend's op-level functions (:class:`.numpy_backend.FieldOps`).
 
 A fingerprint of a kernel tensor of dims ``D`` is a uint16 array ``[k, *D]`` of Z_pq values,
 one slice per random test. Inputs are drawn uniformly from Z_pq with a seed; every op maps
@@ -26,7 +26,9 @@ import numpy as np
 from ..ir.block_graph import BlockGraph, TBOp
 from ..ir.kernel_graph import DTensor, KernelGraph
 from ..ir.shapes import fmt
-from .field import FP_DTYPE, PQ, FieldError, FieldOps, get_ops
+from .backends import get_ops
+from .field import FP_DTYPE, PQ, FieldError
+from .numpy_backend import FieldOps
 
 _UNARY = ("exp", "silu", "gelu", "relu", "sqrt", "square", "clamp", "mul_scalar")
 _BINARY = ("add", "sub", "mul", "div", "pow")

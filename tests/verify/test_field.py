@@ -253,3 +253,18 @@ def test_cuda_backend_needs_a_gpu_or_the_simulator():
     with pytest.raises(MirageLabError, match="needs a CUDA GPU"):
         F.get_ops("cuda")
     assert F.get_ops("auto").name == "numpy"
+
+
+def test_names_moved_out_of_field_still_resolve():
+    from mirage_lab.verify import backends, numpy_backend, tile_plans
+
+    assert F.FieldOps is numpy_backend.FieldOps and F.unary is numpy_backend.unary
+    assert F.get_ops is backends.get_ops and F.gather_plan is tile_plans.gather_plan
+    with pytest.raises(AttributeError):
+        F.no_such_name  # noqa: B018
+
+
+def test_copy_view_copies_a_strided_view():
+    x = np.arange(12, dtype=np.uint16).reshape(3, 4)
+    got = F.get_ops("numpy").copy_view(x, [2, 3], [1, 4])
+    assert got.flags.c_contiguous and np.array_equal(got, x.T[:2])

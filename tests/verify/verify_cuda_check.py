@@ -38,6 +38,7 @@ def run_checks(size: str = "tiny", verbose: bool = False) -> tuple[int, list[str
     for op in ("exp", "silu", "gelu", "relu", "sqrt", "square", "inv"):
         same(f"unary {op}", lambda o, op=op: o.unary(op, x))
     same("clamp", lambda o: o.unary("clamp", x, {"lo": -1.0, "hi": 2.0}))
+    same("copy_view", lambda o: o.copy_view(o.asarray(x), [4, 2, 3], [1, 0, 8]))
     same("mul_scalar", lambda o: o.unary("mul_scalar", x, {"scalar": 0.125}))
     for op in ("add", "sub", "mul", "div", "pow"):
         same(f"binary {op} (broadcast)", lambda o, op=op: o.binary(op, x, y))

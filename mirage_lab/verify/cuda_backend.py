@@ -1,8 +1,8 @@
-"""The fingerprint ops on a GPU: Numba-CUDA kernels mirroring :class:`.field.FieldOps`.
+"""The fingerprint ops on a GPU: Numba-CUDA kernels mirroring :class:`.numpy_backend.FieldOps`.
 
 Only the primitives are re-implemented (table lookup, add/sub/mul/pow with broadcasting,
 batched matmul, sum over an axis, strided copies for gather/scatter/concat/broadcast);
-rms_norm, accumulators and division are the base class's compositions of them, and every
+rms_norm, accumulators, division and gathers are the base class's compositions of them, and every
 unary op is the same lookup table as on the CPU, so both backends agree bit for bit.
 
 Arithmetic: values are below PQ < 2**15, so a product fits in 30 bits; sums are kept in
@@ -24,7 +24,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..gpu.numba_compat import cuda
-from .field import FP_DTYPE, PQ, FieldError, FieldOps, _fp
+from .field import FP_DTYPE, PQ, FieldError, as_fingerprint
+from .numpy_backend import FieldOps
+from .tile_plans import contiguous_strides
 
 _BAR_SHIFT = 40
 _BAR_M = (1 << _BAR_SHIFT) // PQ
@@ -155,13 +157,6 @@ def _is_device(x: Any) -> bool:
     return not isinstance(x, np.ndarray) and hasattr(x, "copy_to_host")
 
 
-def _contig_strides(shape: Sequence[int]) -> list[int]:
-    st = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        st[d] = st[d + 1] * shape[d + 1]
-    return st
-
-
 def _collapse(shape: Sequence[int], *strides: Sequence[int]) -> tuple[tuple[int, ...], ...]:
     """Drop size-1 dims and merge neighbours that are contiguous in every operand (fewer index divisions)."""
     dims = [(s, [st[d] for st in strides]) for d, s in enumerate(shape) if s != 1]
@@ -180,7 +175,7 @@ def _collapse(shape: Sequence[int], *strides: Sequence[int]) -> tuple[tuple[int,
 def _bstrides(shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
     """Element strides of a contiguous ``shape`` read broadcast to ``out_shape`` (0 on broadcast dims)."""
     shape = [1] * (len(out_shape) - len(shape)) + list(shape)
-    st = _contig_strides(shape)
+    st = contiguous_strides(shape)
     return [0 if s == 1 and o != 1 else st[d] for d, (s, o) in enumerate(zip(shape, out_shape))]
 
 
@@ -209,7 +204,7 @@ class CudaFieldOps(FieldOps):
             if np.dtype(x.dtype) != FP_DTYPE:
                 raise FieldError(f"device fingerprints must be uint16, got {x.dtype}")
             return x
-        return cuda.to_device(np.ascontiguousarray(_fp(x)))
+        return cuda.to_device(np.ascontiguousarray(as_fingerprint(x)))
 
     def to_numpy(self, x: Any) -> np.ndarray:
         return x.copy_to_host() if _is_device(x) else np.asarray(x)
@@ -236,10 +231,20 @@ class CudaFieldOps(FieldOps):
         n = int(np.prod(shape))
         _copy_kernel[_blocks(n), _TPB](self._flat(src), self._flat(dst), shape, sstr, dstr, soff, doff, n)
 
+    def copy_view(self, x: Any, shape: Sequence[int], strides: Sequence[int]) -> Any:
+        """A new contiguous device array of ``shape`` holding the strided view of ``x``'s elements
+        (``strides`` in elements over ``x`` read flat; see :meth:`.numpy_backend.FieldOps.copy_view`)."""
+        x = self.asarray(x)
+        shape = [int(s) for s in shape]
+        out = self._empty(shape)
+        if out.size:
+            self._copy(x, out, shape, [int(s) for s in strides], contiguous_strides(shape))
+        return out
+
     def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
         x = self.asarray(x)
         out = self._empty(shape)
-        self._copy(x, out, list(shape), _bstrides(x.shape, shape), _contig_strides(shape))
+        self._copy(x, out, list(shape), _bstrides(x.shape, shape), contiguous_strides(shape))
         return out
 
     # ---- primitives
@@ -299,24 +304,15 @@ class CudaFieldOps(FieldOps):
         _reduce_kernel[_blocks(total), _TPB](self._flat(x), self._flat(out), shp[ax], inner, total)
         return out
 
-    def _strided_gather(self, x: Any, shape: list[int], strides: list[int], out_shape: list[int]) -> Any:
-        x = self.asarray(x)
-        k = x.shape[0]
-        full = [k] + list(shape)
-        n_src = int(np.prod(x.shape[1:]))
-        out = self._empty(full)
-        self._copy(x, out, full, [n_src] + list(strides), _contig_strides(full))
-        return out.reshape(tuple([k] + list(out_shape)))
-
     def _strided_scatter(self, src: Any, out_dims: list[int], shape: list[int], strides: list[int]) -> Any:
         src = self.asarray(src)
         k = src.shape[0]
         out = self._empty([k] + list(out_dims))
         full = [k] + list(shape)
         if src.shape[1] > 1:
-            sstr = _contig_strides(full)
+            sstr = contiguous_strides(full)
         else:
-            tile_str = _contig_strides(shape[3:])
+            tile_str = contiguous_strides(shape[3:])
             sstr = [int(np.prod(src.shape[1:]))] + [0, 0, 0] + tile_str
         self._copy(src, out, full, sstr, [int(np.prod(out_dims))] + list(strides))
         return out
@@ -329,7 +325,7 @@ class CudaFieldOps(FieldOps):
         out_shape = common.copy()
         out_shape[ax] = sa[ax] + sb[ax]
         out = self._empty(out_shape)
-        ost = _contig_strides(out_shape)
+        ost = contiguous_strides(out_shape)
         for src, s, off in ((a, sa, 0), (b, sb, sa[ax] * ost[ax])):
             view = common.copy()
             view[ax] = s[ax]
