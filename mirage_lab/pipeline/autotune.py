@@ -27,7 +27,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..codegen import CodegenOptions
 from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from .cost_model import Estimate, estimate
@@ -130,29 +129,6 @@ def plan_variants(candidates: Sequence[KernelGraph], *, max_variants: int | None
     return out[:max_variants] if max_variants else out
 
 
-# ----------------------------------------------------------------------------- worker side
-def _compile_job(args: tuple[int, str, tuple, str | None]) -> tuple[int, float, str | None]:
-    """In a fresh process: compile one variant and launch it once (fills numba's disk cache)."""
-    import torch
-
-    from ..ir.serialize import from_json
-    from ..runtime.kernel import compile as rt_compile
-
-    job, text, opts, cache_dir = args
-    t0 = time.perf_counter()
-    try:
-        g = from_json(text)
-        k = rt_compile(g, cache_dir=cache_dir, options=CodegenOptions(*opts))
-        dev = "cpu" if k.simulator else "cuda"
-        xs = [(torch.randn(t.dims, device=dev) * 0.05).to(t.dtype.torch) for t in g.inputs]
-        k(inputs=xs)
-        if dev == "cuda":
-            torch.cuda.synchronize()
-        return job, time.perf_counter() - t0, None
-    except Exception as e:  # reported to the tuner, which skips the variant
-        return job, time.perf_counter() - t0, f"{type(e).__name__}: {e}"[:800]
-
-
 # ----------------------------------------------------------------------------- parent side
 def _check(res: VariantResult, mi: MeasuringInputs, cache_dir: str | None) -> Any:
     """Load the compiled variant and check it on the measuring inputs; returns the kernel or None."""
@@ -208,7 +184,7 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
     """
     import torch
 
-    from ..runtime.kernel import simulator_active
+    from ..runtime.kernel import compile_and_launch, simulator_active
     from ..runtime.profile import floor_us
 
     emit = on_event or (lambda ev: None)
@@ -259,7 +235,7 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
         pool = ctx.Pool(n_workers)
         try:
             for i, r in enumerate(results):
-                pool.apply_async(_compile_job, ((i, r.variant.graph.to_json(), r.variant.options.astuple(), cdir),),
+                pool.apply_async(compile_and_launch, ((i, r.variant.graph.to_json(), cdir, r.variant.options.astuple()),),
                                  callback=q.put,
                                  error_callback=lambda e, i=i: q.put((i, 0.0, f"{type(e).__name__}: {e}")))
             while done < len(results):

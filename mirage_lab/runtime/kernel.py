@@ -277,29 +277,31 @@ def run_graph(graph: KernelGraph, inputs: Sequence[torch.Tensor] | None = None, 
     return k(inputs, **kw)
 
 
-def _precompile_worker(args: tuple[str, str | None, tuple]) -> tuple[str, float, str | None]:
-    """In a fresh process: load a μGraph from JSON, compile it and launch it once on random inputs.
+def compile_and_launch(args: tuple[Any, str, str | None, tuple]) -> tuple[Any, float, str | None]:
+    """In a fresh process: load a μGraph from JSON, compile it and launch it once on small random inputs.
 
-    The launch makes numba compile every kernel for the exact argument types the runtime
-    uses and write them to its on-disk cache, where the parent process then finds them.
+    ``args`` = ``(key, graph_json, cache_dir, options_tuple)``; returns ``(key, seconds,
+    error_or_None)``. The launch makes numba compile every kernel for the exact argument
+    types the runtime uses and write them to its on-disk cache, where the parent process
+    then finds them (:func:`precompile`, the pipeline's autotuner).
     """
     import time as _time
 
     from ..ir.serialize import from_json
 
-    text, cache_dir, opts = args
+    key, text, cache_dir, opts = args
     t0 = _time.perf_counter()
-    g = from_json(text)
     try:
+        g = from_json(text)
         k = compile(g, cache_dir=cache_dir, options=CodegenOptions(*opts))
         dev = "cpu" if k.simulator else "cuda"
-        xs = [torch.randn(t.dims, device=dev).to(t.dtype.torch) for t in g.inputs]
+        xs = [(torch.randn(t.dims, device=dev) * 0.05).to(t.dtype.torch) for t in g.inputs]
         k(inputs=xs)
         if dev == "cuda":
             torch.cuda.synchronize()
-        return g.content_hash(), _time.perf_counter() - t0, None
+        return key, _time.perf_counter() - t0, None
     except Exception as e:  # reported to the caller, who decides
-        return g.content_hash(), _time.perf_counter() - t0, f"{type(e).__name__}: {e}"[:1000]
+        return key, _time.perf_counter() - t0, f"{type(e).__name__}: {e}"[:1000]
 
 
 def precompile(graphs: Sequence[KernelGraph | tuple[KernelGraph, CodegenOptions]], *, workers: int | None = None,
@@ -317,12 +319,11 @@ def precompile(graphs: Sequence[KernelGraph | tuple[KernelGraph, CodegenOptions]
     jobs = []
     for item in graphs:
         g, o = item if isinstance(item, tuple) else (item, DEFAULT_OPTIONS)
-        jobs.append((g.to_json(), None if cache_dir is None else str(cache_dir),
-                     o.astuple()))
+        jobs.append((g.content_hash(), g.to_json(), None if cache_dir is None else str(cache_dir), o.astuple()))
     if not jobs:
         return []
     n = workers or min(len(jobs), os.cpu_count() or 1)
     if n <= 1:
-        return [_precompile_worker(j) for j in jobs]
+        return [compile_and_launch(j) for j in jobs]
     with mp.get_context("spawn").Pool(n) as pool:
-        return pool.map(_precompile_worker, jobs, chunksize=1)
+        return pool.map(compile_and_launch, jobs, chunksize=1)

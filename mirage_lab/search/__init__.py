@@ -6,7 +6,7 @@ from .cancel import CancelToken
 from .checkpoint import CheckpointError
 from .inputs import SearchInputError
 from .runner import search
-from .superoptimize import NoCandidateError, SearchResult, run_search
+from .results import NoCandidateError, SearchResult, run_search
 
 __all__ = ["search", "run_search", "SearchResult", "SearchConfig", "SearchConfigError", "CancelToken",
            "CheckpointError", "SearchInputError", "NoCandidateError", "Progress", "CandidateFound", "Finished",

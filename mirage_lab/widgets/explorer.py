@@ -463,7 +463,7 @@ class SearchExplorer(W.VBox):
     def result(self) -> Any:
         """The search so far as a :class:`mirage_lab.search.SearchResult` (candidates, costs, stats)."""
         from ..search.cost import static_cost
-        from ..search.superoptimize import SearchResult
+        from ..search import SearchResult
 
         graphs = [r.graph for r in self.candidates]
         return SearchResult(self.program, graphs, [static_cost(g) for g in graphs], self.stats,

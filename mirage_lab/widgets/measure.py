@@ -10,32 +10,10 @@ replay on L2-cold input copies. Needs a CUDA GPU; :func:`gpu_available` says whe
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Sequence
 
 from ..ir.kernel_graph import KernelGraph
-
-
-def gpu_available() -> bool:
-    """Whether torch sees a CUDA device (False where torch is a CPU build)."""
-    try:
-        import torch
-
-        return bool(torch.cuda.is_available())
-    except Exception:  # a broken driver is the same as no GPU here
-        return False
-
-
-def random_inputs(program: KernelGraph, device: str = "cuda", seed: int = 0) -> list[Any]:
-    """Inputs in the program's shapes and dtypes, scaled by 1/sqrt(last dim) so exp and products stay finite."""
-    import torch
-
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    out = []
-    for t in program.inputs:
-        x = torch.randn(tuple(t.dims), generator=gen, dtype=torch.float32) / math.sqrt(max(1, t.dims[-1]))
-        out.append(x.to(device=device, dtype=t.dtype.torch))
-    return out
+from ..pipeline import gpu_available  # noqa: F401  (re-exported: the explorer asks it)
 
 
 def measure(program: KernelGraph, candidates: Sequence[tuple[int, KernelGraph]], *,
