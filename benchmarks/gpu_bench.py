@@ -46,6 +46,12 @@ OPTION_SETS = {
               CodegenOptions(mma=True), CodegenOptions(mma=True, pipeline_words=64)],
     # tensor-core streamed matmuls, without and with the next iteration's B tile prefetched into registers
     "mma": [CodegenOptions(mma=True), CodegenOptions(mma=True, pipeline_words=64)],
+    # streamed W / staged X tiles loaded 1..4 iterations ahead (CodegenOptions.pipeline_depth)
+    "depth": [CodegenOptions(mma=True, pipeline_words=64), CodegenOptions(mma=True, pipeline_words=64, pipeline_depth=2),
+              CodegenOptions(mma=True, pipeline_words=64, pipeline_depth=3),
+              CodegenOptions(mma=True, pipeline_words=64, pipeline_depth=4),
+              CodegenOptions(mma=True, pipeline_words=128, pipeline_depth=6),
+              CodegenOptions(pipeline_words=64, pipeline_depth=2), CodegenOptions(pipeline_words=128, pipeline_depth=3)],
     "wide": [CodegenOptions(pipeline_words=0), CodegenOptions(pipeline_words=32),
              CodegenOptions(pipeline_words=0, max_registers=128), CodegenOptions(pipeline_words=32, max_registers=168),
              CodegenOptions(pipeline_words=0, max_stream_acc=64)],

@@ -111,11 +111,13 @@ class _Emitter:
         self._tmp = 0                            # counter of direct_fragments' temporaries
         # streams whose next iteration's rows load during this one (in order, within the word budget)
         self._piped: set[int] = set()
+        # iterations ahead: at most the loop's length; each stage of a stream costs its words
+        self.depth = max(1, min(options.pipeline_depth, self.FR - 1))
         budget = options.pipeline_words
         for st in self.p.streams:
-            if self.FR > 1 and st.words <= budget:
+            if self.FR > 1 and st.words * self.depth <= budget:
                 self._piped.add(st.op.guid)
-                budget -= st.words
+                budget -= st.words * self.depth
         # sum/mean/rms accumulators of a staged loader tile's rows, summed from the load registers
         self.fused_acc: dict[int, list["TBOp"]] = {}
         for ch in self.p.chains:
@@ -382,7 +384,18 @@ class _Emitter:
         nv, nj = self.staged_vectors(ld)
         return nj * max(1, ld.vw // self.loader_unit(ld)) <= PREFETCH_WORDS
 
-    def issue_staged(self, s: Src, ld: Loader, it: str = "it") -> bool:
+    def staged_depth(self, ld: Loader) -> int:
+        """Iterations ahead a register-prefetched staged tile is loaded (its registers x depth fit)."""
+        _, nj = self.staged_vectors(ld)
+        words = nj * max(1, ld.vw // self.loader_unit(ld))
+        return self.depth if words * self.depth <= PREFETCH_WORDS else 1
+
+    @staticmethod
+    def ring(prefix: str, depth: int, k: int) -> str:
+        """Register prefix of pipeline stage ``k`` (1..depth); depth 1 keeps the double-buffer names."""
+        return {"b": "n", "r": "r"}[prefix] if depth == 1 else f"{prefix}p{k}_"
+
+    def issue_staged(self, s: Src, ld: Loader, it: str = "it", prefix: str = "r") -> bool:
         """Emit the loads of a staged tile into registers; False if it is loaded in a loop instead."""
         nv, nj = self.staged_vectors(ld)
         if not self.staged_prefetchable(ld):
@@ -394,7 +407,7 @@ class _Emitter:
             if (j + 1) * self.T > nv:
                 v = f"min({v}, {nv - 1})"
             s(f"vi{j} = {v}")
-            s(f"r{ld.index}_{j} = {self.load_expr(ld, self.staged_word(ld, f'vi{j}', it))}")
+            s(f"{prefix}{ld.index}_{j} = {self.load_expr(ld, self.staged_word(ld, f'vi{j}', it))}")
         return True
 
     def store_staged(self, s: Src, ld: Loader, prefetched: bool) -> None:
@@ -472,6 +485,14 @@ class _Emitter:
     def partials(st: Stream) -> int:
         """fp32 partial sums per thread: M x vw (FMA), or 4 accumulators of each of vw mma tiles."""
         return 4 * st.vw if st.mma else st.M * st.vw
+
+    def rotate(self, s: Src, names: list[str], prefix: str, depth: int) -> None:
+        """End of an iteration: every pipeline stage moves one place towards the current one."""
+        if prefix == "r" and depth == 1:
+            return  # a one-ahead staged tile is loaded straight into the registers it was stored from
+        stages = [prefix] + [self.ring(prefix, depth, k) for k in range(1, depth + 1)]
+        for a, b in zip(stages, stages[1:]):
+            s("; ".join(f"{a}{n} = {b}{n}" for n in names))
 
     @staticmethod
     def zero_array(s: Src, name: str, n: int) -> None:
@@ -1024,12 +1045,12 @@ class _Emitter:
         staged = [ld for ld in p.loaders if ld.mode == "staged" and not ld.invariant]
         piped_staged = [ld for ld in staged if self.FR > 1 and self.staged_prefetchable(ld)]
         piped_streams = [st for st in p.streams if self.stream_pipelined(st)]
-        nxt = f"if it + 1 < {self.FR}:"
-        if piped_streams:  # software pipelining: the next iteration's rows load while this one computes
-            with body.block(nxt):
+        D = self.depth
+        if piped_streams:  # software pipelining: later iterations' rows load while this one computes
+            with body.block(f"if it + {D} < {self.FR}:"):
                 for st in piped_streams:
-                    body.comment(f"prefetch streamed {st.loader.out.name} rows for iteration it + 1")
-                    self.issue_stream(body, st, self.stream_rows(st), prefix="n", it="(it + 1)")
+                    body.comment(f"prefetch streamed {st.loader.out.name} rows for iteration it + {D}")
+                    self.issue_stream(body, st, self.stream_rows(st), prefix=self.ring("b", D, D), it=f"(it + {D})")
         prefetched = {ld.index: (ld in piped_staged) or self.issue_staged(body, ld) for ld in staged}
         for st in p.streams:
             if st not in piped_streams:
@@ -1038,15 +1059,16 @@ class _Emitter:
                 self.issue_stream(body, st, rows)
         for ld in staged:
             self.store_staged(body, ld, prefetched[ld.index])
-        if piped_staged:
-            with body.block(nxt):
-                for ld in piped_staged:
-                    self.issue_staged(body, ld, it="(it + 1)")
+        for ld in piped_staged:
+            d = self.staged_depth(ld)
+            with body.block(f"if it + {d} < {self.FR}:"):
+                self.issue_staged(body, ld, it=f"(it + {d})", prefix=self.ring("r", d, d))
+            self.rotate(body, [f"{ld.index}_{j}" for j in range(self.staged_vectors(ld)[1])], "r", d)
         for ch in in_loop:
             self.emit_chain_loop(body, ch)
         for st in piped_streams:
             i = st.loader.index
-            body("; ".join(f"b{i}_{u} = n{i}_{u}" for u, _ in self.stream_units(st, self.stream_rows(st))))
+            self.rotate(body, [f"{i}_{u}" for u, _ in self.stream_units(st, self.stream_rows(st))], "b", D)
         # wrap-around: the next iteration's first stages must not race this one's last ones
         if self.FR > 1 and any(self.sync.conflicts(r, w, o) for r, w, o in self.loop_head):
             body("cuda.syncthreads()")
@@ -1078,12 +1100,22 @@ class _Emitter:
                 self.per_element(pro2, t.numel(), lambda s, e, i, t=t: s(f"{self.ref(t, e)} = f32(0.0)"),
                                  unroll=False)
         for ld in piped_staged:
+            d = self.staged_depth(ld)
             self.issue_staged(pro2, ld, it="0")
+            for k in range(1, d):
+                self.issue_staged(pro2, ld, it=str(k), prefix=self.ring("r", d, k))
+            if d > 1:  # typed before the loop: the last stage is only assigned under a condition
+                pro2("; ".join(f"{self.ring('r', d, d)}{ld.index}_{j} = r{ld.index}_{j}"
+                               for j in range(self.staged_vectors(ld)[1])))
         for st in piped_streams:
             i = st.loader.index
-            pro2.comment(f"streamed {st.loader.out.name}: rows of iteration 0 (later ones arrive one iteration ahead)")
+            units = [u for u, _ in self.stream_units(st, self.stream_rows(st))]
+            pro2.comment(f"streamed {st.loader.out.name}: rows of iterations 0..{D - 1} "
+                         f"(later ones arrive {D} iteration{'s' if D > 1 else ''} ahead)")
             self.issue_stream(pro2, st, self.stream_rows(st), it="0")
-            pro2("; ".join(f"n{i}_{u} = b{i}_{u}" for u, _ in self.stream_units(st, self.stream_rows(st))))
+            for k in range(1, D):
+                self.issue_stream(pro2, st, self.stream_rows(st), prefix=self.ring("b", D, k), it=str(k))
+            pro2("; ".join(f"{self.ring('b', D, D)}{i}_{u} = b{i}_{u}" for u in units))
         for st in p.streams:
             if st.mma and st.frag_owner:
                 self.mma_zero_rows(pro2, st)

@@ -38,8 +38,11 @@ MAX_STREAM_RED_FLOATS = 4096        # per-iteration cross-thread reduction buffe
 class CodegenOptions:
     """Lowering knobs that change speed, never results; part of a compiled module's cache key.
 
-    ``pipeline_words``: 32-bit words per thread that streamed operands may double-buffer
-    across iterations (0 disables the cross-iteration prefetch). ``max_registers``: a cap
+    ``pipeline_words``: 32-bit words per thread that streamed operands may hold in registers
+    for later iterations (0 disables the cross-iteration prefetch). ``pipeline_depth``: how
+    many iterations ahead those loads (and the register-prefetched staged tiles) are issued:
+    1 double-buffers; more keeps several tiles in flight per SM, which a latency-bound
+    weight stream needs to reach the HBM bandwidth. ``max_registers``: a cap
     passed to ptxas (``None``: its own choice). ``max_stream_acc``: partial sums per thread a
     streamed matmul may keep (``M * vw``). ``phase_words``: words of a streamed tile each
     thread issues at once (all of them when the tile fits). ``mma``: streamed matmuls whose
@@ -52,6 +55,8 @@ class CodegenOptions:
     'pw32-regNone-acc128'
     >>> CodegenOptions(mma=True).tag()
     'pw0-regNone-acc128-mma'
+    >>> CodegenOptions(mma=True, pipeline_words=64, pipeline_depth=3).tag()
+    'pw64x3-regNone-acc128-mma'
     """
 
     pipeline_words: int = 0      # measured on an H100: no gain, more registers (benchmarks/RESULTS.md)
@@ -59,15 +64,22 @@ class CodegenOptions:
     max_stream_acc: int = 128
     phase_words: int = 32        # words of a streamed tile issued together (the rest follow mid-stage)
     mma: bool = False            # tensor-core streamed matmuls
+    pipeline_depth: int = 1      # iterations ahead the prefetched loads run
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pipeline_depth, int) or self.pipeline_depth < 1:
+            raise ValueError(f"pipeline_depth must be an int >= 1, got {self.pipeline_depth!r}")
 
     def tag(self) -> str:
-        t = f"pw{self.pipeline_words}-reg{self.max_registers}-acc{self.max_stream_acc}"
+        depth = f"x{self.pipeline_depth}" if self.pipeline_depth > 1 else ""
+        t = f"pw{self.pipeline_words}{depth}-reg{self.max_registers}-acc{self.max_stream_acc}"
         t = t if self.phase_words == 32 else f"{t}-ph{self.phase_words}"
         return f"{t}-mma" if self.mma else t
 
     def astuple(self) -> tuple:
         """Positional arguments that rebuild these options (worker processes get them)."""
-        return (self.pipeline_words, self.max_registers, self.max_stream_acc, self.phase_words, self.mma)
+        return (self.pipeline_words, self.max_registers, self.max_stream_acc, self.phase_words, self.mma,
+                self.pipeline_depth)
 
 
 DEFAULT_OPTIONS = CodegenOptions()

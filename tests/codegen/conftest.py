@@ -16,3 +16,10 @@ def sim_results(tmp_path_factory) -> dict:
 def sim_results_mma(tmp_path_factory) -> dict:
     """The same cases with ``CodegenOptions(mma=True)``: streamed matmuls on (emulated) tensor cores."""
     return run_script(HERE / "sim_runner.py", ["--mma"], tmp_path_factory.mktemp("sim_mma"), simulator=True)
+
+
+@pytest.fixture(scope="session")
+def sim_results_pipelined(tmp_path_factory) -> dict:
+    """Tensor cores plus register prefetch three iterations ahead (``pipeline_depth=3``)."""
+    return run_script(HERE / "sim_runner.py", ["--mma", "--pipeline=64x3"], tmp_path_factory.mktemp("sim_pipe"),
+                      simulator=True)

@@ -25,7 +25,11 @@ from mirage_lab.runtime.profile import relative_error as rel  # noqa: E402
 
 def main() -> None:
     args = sys.argv[1:]
-    options = CodegenOptions(mma="--mma" in args)  # --mma: tensor-core streamed matmuls (emulated mma.sync)
+    # --mma: tensor-core streamed matmuls (emulated mma.sync); --pipeline=WORDSxDEPTH: register
+    # prefetch of streamed and staged tiles, DEPTH iterations ahead
+    pipe = next((a.split("=", 1)[1] for a in args if a.startswith("--pipeline=")), "0x1")
+    words, depth = (int(v) for v in pipe.split("x"))
+    options = CodegenOptions(mma="--mma" in args, pipeline_words=words, pipeline_depth=depth)
     names = {a for a in args if not a.startswith("--")}
     res = {}
     for name, build, make in CASES:

@@ -48,3 +48,20 @@ def test_mma_kernel_matches_reference(sim_results_mma: dict, name: str) -> None:
     for err, dt in zip(r["rel"], r["dtypes"]):
         assert not math.isnan(err), f"{name}: NaN in the output (an element was never written, or overflow)"
         assert err < TOL[dt], f"{name}: relative error {err:.3g} >= {TOL[dt]} ({dt})"
+
+
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+def test_pipelined_kernel_matches_reference(sim_results_pipelined: dict, name: str) -> None:
+    """``pipeline_depth=3``: streamed rows and staged tiles loaded up to three iterations ahead.
+
+    The register ring (loads for iteration it + depth at the top of iteration it, every stage
+    moved one place at its end) must hand each iteration its own tile: a stage off by one reads
+    another iteration's rows and fails the float64 comparison; the cases' loops run 2 to 8
+    iterations, so the depth is clamped to the loop as well.
+    """
+    r = sim_results_pipelined[name]
+    assert "error" not in r, r.get("error")
+    assert r["shapes_ok"]
+    for err, dt in zip(r["rel"], r["dtypes"]):
+        assert not math.isnan(err), f"{name}: NaN in the output (an element was never written, or overflow)"
+        assert err < TOL[dt], f"{name}: relative error {err:.3g} >= {TOL[dt]} ({dt})"
