@@ -111,13 +111,15 @@ class _Emitter:
         self._tmp = 0                            # counter of direct_fragments' temporaries
         # streams whose next iteration's rows load during this one (in order, within the word budget)
         self._piped: set[int] = set()
-        # iterations ahead: at most the loop's length; each stage of a stream costs its words
-        self.depth = max(1, min(options.pipeline_depth, self.FR - 1))
+        # register sets of the prefetch ring (at most one per iteration); each set of a stream
+        # costs its words. 1: the double buffer (next tile loaded at the loop top, moved at the end)
+        self.depth = max(1, min(options.pipeline_depth, self.FR))
+        sets = self.depth if self.depth > 1 else 1
         budget = options.pipeline_words
         for st in self.p.streams:
-            if self.FR > 1 and st.words * self.depth <= budget:
+            if self.FR > 1 and st.words * sets <= budget:
                 self._piped.add(st.op.guid)
-                budget -= st.words * self.depth
+                budget -= st.words * sets
         # sum/mean/rms accumulators of a staged loader tile's rows, summed from the load registers
         self.fused_acc: dict[int, list["TBOp"]] = {}
         for ch in self.p.chains:
@@ -384,16 +386,12 @@ class _Emitter:
         nv, nj = self.staged_vectors(ld)
         return nj * max(1, ld.vw // self.loader_unit(ld)) <= PREFETCH_WORDS
 
-    def staged_depth(self, ld: Loader) -> int:
-        """Iterations ahead a register-prefetched staged tile is loaded (its registers x depth fit)."""
+    def staged_piped(self, ld: Loader) -> bool:
+        """A staged tile loaded into registers an iteration (or ``depth`` iterations) ahead."""
+        if self.FR <= 1 or ld.invariant or ld.mode != "staged" or not self.staged_prefetchable(ld):
+            return False
         _, nj = self.staged_vectors(ld)
-        words = nj * max(1, ld.vw // self.loader_unit(ld))
-        return self.depth if words * self.depth <= PREFETCH_WORDS else 1
-
-    @staticmethod
-    def ring(prefix: str, depth: int, k: int) -> str:
-        """Register prefix of pipeline stage ``k`` (1..depth); depth 1 keeps the double-buffer names."""
-        return {"b": "n", "r": "r"}[prefix] if depth == 1 else f"{prefix}p{k}_"
+        return self.depth == 1 or nj * max(1, ld.vw // self.loader_unit(ld)) * self.depth <= PREFETCH_WORDS
 
     def issue_staged(self, s: Src, ld: Loader, it: str = "it", prefix: str = "r") -> bool:
         """Emit the loads of a staged tile into registers; False if it is loaded in a loop instead."""
@@ -486,13 +484,25 @@ class _Emitter:
         """fp32 partial sums per thread: M x vw (FMA), or 4 accumulators of each of vw mma tiles."""
         return 4 * st.vw if st.mma else st.M * st.vw
 
-    def rotate(self, s: Src, names: list[str], prefix: str, depth: int) -> None:
-        """End of an iteration: every pipeline stage moves one place towards the current one."""
-        if prefix == "r" and depth == 1:
-            return  # a one-ahead staged tile is loaded straight into the registers it was stored from
-        stages = [prefix] + [self.ring(prefix, depth, k) for k in range(1, depth + 1)]
-        for a, b in zip(stages, stages[1:]):
-            s("; ".join(f"{a}{n} = {b}{n}" for n in names))
+    def ring_names(self, staged: list[Loader], streams: list[Stream]) -> "re.Pattern | None":
+        """The registers of the prefetch ring (one set per unrolled iteration), as one pattern."""
+        if self.depth == 1:
+            return None
+        names = [f"r{ld.index}_{j}" for ld in staged for j in range(self.staged_vectors(ld)[1])]
+        names += [f"b{st.loader.index}_{u}" for st in streams for u, _ in self.stream_units(st, self.stream_rows(st))]
+        return re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b") if names else None
+
+    @staticmethod
+    def in_set(lines: list[str], ring: "re.Pattern | None", k: int, it: str | None, indent: int = 0) -> list[str]:
+        """``lines`` for register set ``k`` of the ring (names suffixed ``s{k}``), ``it`` -> the iteration."""
+        out = []
+        for ln in lines:
+            if ring is not None and k:
+                ln = ring.sub(lambda m: f"{m.group(1)}s{k}", ln)
+            if it is not None:
+                ln = re.sub(r"\bit\b", it, ln)
+            out.append(("    " * indent + ln) if ln else ln)
+        return out
 
     @staticmethod
     def zero_array(s: Src, name: str, n: int) -> None:
@@ -875,7 +885,7 @@ class _Emitter:
             _, nj = self.staged_vectors(ld)
             for j in range(nj):
                 self._red_inits.append(f"qf{g}_{j} = f32(0.0)")
-            s.comment(f"{op.outputs[0].name}: {op.attrs['acc']} of {x.name} accumulated in registers as it is loaded")
+            s.comment(f"{op.outputs[0].name}: {op.attrs['acc']} of {x.name} accumulated from the load registers")
             self.post_actions.append(lambda s, ch=ch, ld=ld: self.fused_accum_post(s, ch, ld))
             return
         s.comment(f"{op.outputs[0].name}: accumulate {op.attrs['acc']} of {x.name} over the loop")
@@ -1043,14 +1053,14 @@ class _Emitter:
         body = Src(2 if self.FR > 1 else 1)
         self.in_loop = True
         staged = [ld for ld in p.loaders if ld.mode == "staged" and not ld.invariant]
-        piped_staged = [ld for ld in staged if self.FR > 1 and self.staged_prefetchable(ld)]
+        piped_staged = [ld for ld in staged if self.staged_piped(ld)]
         piped_streams = [st for st in p.streams if self.stream_pipelined(st)]
         D = self.depth
-        if piped_streams:  # software pipelining: later iterations' rows load while this one computes
-            with body.block(f"if it + {D} < {self.FR}:"):
+        if piped_streams and D == 1:  # double buffer: the next iteration's rows load while this one computes
+            with body.block(f"if it + 1 < {self.FR}:"):
                 for st in piped_streams:
-                    body.comment(f"prefetch streamed {st.loader.out.name} rows for iteration it + {D}")
-                    self.issue_stream(body, st, self.stream_rows(st), prefix=self.ring("b", D, D), it=f"(it + {D})")
+                    body.comment(f"prefetch streamed {st.loader.out.name} rows for iteration it + 1")
+                    self.issue_stream(body, st, self.stream_rows(st), prefix="n", it="(it + 1)")
         prefetched = {ld.index: (ld in piped_staged) or self.issue_staged(body, ld) for ld in staged}
         for st in p.streams:
             if st not in piped_streams:
@@ -1059,16 +1069,21 @@ class _Emitter:
                 self.issue_stream(body, st, rows)
         for ld in staged:
             self.store_staged(body, ld, prefetched[ld.index])
-        for ld in piped_staged:
-            d = self.staged_depth(ld)
-            with body.block(f"if it + {d} < {self.FR}:"):
-                self.issue_staged(body, ld, it=f"(it + {d})", prefix=self.ring("r", d, d))
-            self.rotate(body, [f"{ld.index}_{j}" for j in range(self.staged_vectors(ld)[1])], "r", d)
+        if piped_staged:  # this iteration's registers are stored: reuse them for iteration it + D
+            with body.block(f"if it + {D} < {self.FR}:"):
+                for ld in piped_staged:
+                    self.issue_staged(body, ld, it=f"(it + {D})")
         for ch in in_loop:
             self.emit_chain_loop(body, ch)
         for st in piped_streams:
             i = st.loader.index
-            self.rotate(body, [f"{i}_{u}" for u, _ in self.stream_units(st, self.stream_rows(st))], "b", D)
+            units = [u for u, _ in self.stream_units(st, self.stream_rows(st))]
+            if D == 1:
+                body("; ".join(f"b{i}_{u} = n{i}_{u}" for u in units))
+            else:  # consumed: the same registers take the rows of iteration it + D
+                with body.block(f"if it + {D} < {self.FR}:"):
+                    body.comment(f"prefetch streamed {st.loader.out.name} rows for iteration it + {D}")
+                    self.issue_stream(body, st, self.stream_rows(st), it=f"(it + {D})")
         # wrap-around: the next iteration's first stages must not race this one's last ones
         if self.FR > 1 and any(self.sync.conflicts(r, w, o) for r, w, o in self.loop_head):
             body("cuda.syncthreads()")
@@ -1099,23 +1114,19 @@ class _Emitter:
                 pro2.comment(f"zero {t.name} (accumulated in shared memory, element-owned)")
                 self.per_element(pro2, t.numel(), lambda s, e, i, t=t: s(f"{self.ref(t, e)} = f32(0.0)"),
                                  unroll=False)
-        for ld in piped_staged:
-            d = self.staged_depth(ld)
-            self.issue_staged(pro2, ld, it="0")
-            for k in range(1, d):
-                self.issue_staged(pro2, ld, it=str(k), prefix=self.ring("r", d, k))
-            if d > 1:  # typed before the loop: the last stage is only assigned under a condition
-                pro2("; ".join(f"{self.ring('r', d, d)}{ld.index}_{j} = r{ld.index}_{j}"
-                               for j in range(self.staged_vectors(ld)[1])))
-        for st in piped_streams:
-            i = st.loader.index
-            units = [u for u, _ in self.stream_units(st, self.stream_rows(st))]
-            pro2.comment(f"streamed {st.loader.out.name}: rows of iterations 0..{D - 1} "
-                         f"(later ones arrive {D} iteration{'s' if D > 1 else ''} ahead)")
-            self.issue_stream(pro2, st, self.stream_rows(st), it="0")
-            for k in range(1, D):
-                self.issue_stream(pro2, st, self.stream_rows(st), prefix=self.ring("b", D, k), it=str(k))
-            pro2("; ".join(f"{self.ring('b', D, D)}{i}_{u} = b{i}_{u}" for u in units))
+        ring = self.ring_names(piped_staged, piped_streams)
+        for k in range(D):  # the ring's register sets hold iterations 0 .. D-1 before the loop
+            first = Src(1)
+            for ld in piped_staged:
+                self.issue_staged(first, ld, it=str(k))
+            for st in piped_streams:
+                first.comment(f"streamed {st.loader.out.name}: rows of iteration {k}"
+                              + (" (later ones arrive one iteration ahead)" if D == 1 else f", register set {k}"))
+                self.issue_stream(first, st, self.stream_rows(st), it=str(k))
+                if D == 1:
+                    i = st.loader.index
+                    first("; ".join(f"n{i}_{u} = b{i}_{u}" for u, _ in self.stream_units(st, self.stream_rows(st))))
+            pro2.lines.extend(self.in_set(first.lines, ring, k, None))
         for st in p.streams:
             if st.mma and st.frag_owner:
                 self.mma_zero_rows(pro2, st)
@@ -1148,11 +1159,24 @@ class _Emitter:
                 out(f"sbase = {mul(lin, scratch)}")
             out.extend(pro)
             out.extend(pro2)
-            if self.FR > 1:
-                out(f"for it in range({self.FR}):")
+            if D > 1:
+                # unrolled D times, iteration it0 + k in register set k: a load's registers are next
+                # read D iterations later, never moved (a move would wait for the load to land)
+                out(f"for it0 in range(0, {self.FR}, {D}):" if self.FR > D else "it0 = 0")
+                extra = 1 if self.FR > D else 0
+                for k in range(D):
+                    guard = self.FR % D and k >= self.FR % D
+                    if guard:
+                        out("    " * extra + f"if it0 + {k} < {self.FR}:")
+                    lines = body.lines if extra else [ln[4:] for ln in body.lines]
+                    out.lines.extend(self.in_set(lines, ring, k, "it0" if k == 0 else f"(it0 + {k})",
+                                                 indent=1 if guard else 0))
             else:
-                out("it = 0")
-            out.extend(body)
+                if self.FR > 1:
+                    out(f"for it in range({self.FR}):")
+                else:
+                    out("it = 0")
+                out.extend(body)
             out.extend(tail)
         text = out.text()
         for b in p.bufs.values():
