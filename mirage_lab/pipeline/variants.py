@@ -30,6 +30,8 @@ OPTION_SETS: tuple[CodegenOptions, ...] = (
     CodegenOptions(phase_words=64),
     CodegenOptions(mma=True),
     CodegenOptions(mma=True, pipeline_words=64),
+    # two register sets, loop unrolled twice: measured 2% faster on RMSNorm 2x4096x6144 (H100)
+    CodegenOptions(mma=True, pipeline_words=64, pipeline_depth=2),
 )
 
 
