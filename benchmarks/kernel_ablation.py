@@ -38,8 +38,13 @@ from mirage_lab.pipeline import with_block_dim  # noqa: E402
 FAKE_MMA = '''
 
 @cuda.jit(device=True, inline=True)
+def fake_pk(a, b):  # every bit of both words stays live: no load of W is dead code
+    return a ^ b
+
+
+@cuda.jit(device=True, inline=True)
 def fake_mma(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
-    return c0 + f32(b0 & 1), c1 + f32(b1 & 1), c2, c3
+    return c0 + f32(b0 ^ b1), c1, c2, c3
 '''
 
 
@@ -62,7 +67,8 @@ def ablate(text: str, what: str) -> str:
     if what in ("no loop barriers",):
         body = [ln for ln in body if ln.strip() != "cuda.syncthreads()"]
     if what in ("no mma", "W loads only"):
-        body = [ln.replace("mma_f16(", "fake_mma(").replace("mma_bf16(", "fake_mma(") for ln in body]
+        body = [ln.replace("mma_f16(", "fake_mma(").replace("mma_bf16(", "fake_mma(").replace("pkl(", "fake_pk(")
+                .replace("pkh(", "fake_pk(") for ln in body]
     if what == "W loads only":
         body = [ln for ln in body if not re.match(r"\s*(smi\[|xh\d|qf\d|fa\d)", ln) and ln.strip() != "cuda.syncthreads()"]
         body = [re.sub(r"fake_mma\(fa\d+_\d+_\d, fa\d+_\d+_\d, fa\d+_\d+_\d, fa\d+_\d+_\d,", "fake_mma(0, 0, 0, 0,", ln)
