@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..errors import CodegenError
 from ..ir.thread_graph import FusionChain
-from .plan import DEFAULT_OPTIONS, MAX_REG_ELEMS, Buf, CodegenOptions, KernelPlan, Loader, Stream
+from .plan import DEFAULT_OPTIONS, MAX_REG_ELEMS, Buf, CodegenOptions, KernelPlan, Loader, Stream, staged_mma_fits
 from .source import Src, add, dot, mul, prod, row_strides, unravel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -762,11 +762,15 @@ class _Emitter:
             writes = self.sink_sets(out_t, "loop" if self.in_loop else "post")
         return reads, writes, owned
 
-    def setup_acc(self, acc: "TBOp", count: int) -> None:
-        """Decide registers vs. shared memory for a plain accumulator owned element-wise."""
+    def setup_acc(self, acc: "TBOp", count: int, smem: bool = False) -> None:
+        """Decide registers vs. shared memory for a plain accumulator owned element-wise.
+
+        ``smem``: in shared memory whatever its size (a tensor-core chain owns its elements in
+        the mma layout, not as ``tid + T*i``, which register accumulators are written back by).
+        """
         n = -(-count // self.T)
         t = acc.outputs[0]
-        if n <= MAX_REG_ELEMS:
+        if n <= MAX_REG_ELEMS and not smem:
             self.reg_acc[t.guid] = f"acc{t.guid}"
             self._acc_inits.append((t, n))
         else:
@@ -793,12 +797,17 @@ class _Emitter:
         numel = lead.outputs[0].numel()
         if lead.op_type == "rms_norm":
             self.rms_prestage(s, lead)
+        mma = lead.op_type == "matmul" and self.staged_mma_fits(lead) and (
+            tail_acc is None or self.reg_acc.get(out_t.guid, "smem") == "smem")
         if tail_acc is not None and out_t.guid not in self.reg_acc:
-            self.setup_acc(tail_acc, numel)
+            self.setup_acc(tail_acc, numel, smem=mma)
         reads: set[str] = set()
         stage_src = Src(s.indent)
         desc = " -> ".join(op.op_type for op in ch.ops)
-        if lead.op_type == "matmul":
+        if mma:
+            self.staged_mma(stage_src, lead, epilogue, tail_acc, out_t, reads)
+            desc += " (tensor cores)"
+        elif lead.op_type == "matmul":
             a, b = lead.inputs
             M, K, N = a.dims[-2], a.dims[-1], b.dims[-1]
             R = next(r for r in (4, 2, 1) if N % r == 0)
@@ -834,14 +843,69 @@ class _Emitter:
                 self.finish_elem(s, tail_acc, out_t, e, i)
 
             count = numel
-        unroll = None
-        if tail_acc is not None and self.reg_acc[out_t.guid] != "smem":
-            unroll = True
-        self.per_element(stage_src, count, body, unroll=unroll)
+        if not mma:
+            unroll = None
+            if tail_acc is not None and self.reg_acc[out_t.guid] != "smem":
+                unroll = True
+            self.per_element(stage_src, count, body, unroll=unroll)
         _, writes, owned = self.chain_sets(ch, tail_acc, out_t, reads)
         s.comment(f"{desc} -> {out_t.name} {list(out_t.dims)}")
         self.stage(s, reads=reads, writes=writes, owned=owned)
         s.extend(stage_src)
+
+    # ------------------------------------------------------------------ tensor-core staged matmul
+    def staged_mma_fits(self, op: "TBOp") -> bool:
+        return staged_mma_fits(op, self.T, self.options)
+
+    def staged_mma(self, s: Src, op: "TBOp", epilogue: list["TBOp"], tail_acc: "TBOp | None",
+                   out_t: "STensor", reads: set[str]) -> None:
+        """Each warp takes 16x8 output tiles in turn; A and B fragments are packed from the float32 tiles.
+
+        Fragment layout of ``mma.m16n8k16.row.col`` (lane = 4 g + t): A registers hold rows g and
+        g + 8, k pairs 2t and 2t + 8; B registers k pairs 2t and 2t + 8 of column g; the results
+        are rows g, g + 8 and columns 2t, 2t + 1 of the tile.
+        """
+        a, b = op.inputs
+        M, K, N = a.dims[-2], a.dims[-1], b.dims[-1]
+        reads |= {self.bufname(a), self.bufname(b)}
+        W = self.T // 32
+        NT, tiles = N // 8, (M // 16) * (N // 8)
+        cv = "f2h" if a.dtype.name == "float16" else "f2bf"
+        mma = "mma_f16" if a.dtype.name == "float16" else "mma_bf16"
+        g = op.guid
+        s.comment(f"{op.outputs[0].name} = matmul on tensor cores: {tiles} tiles of 16x8 over {W} warps, "
+                  f"{K // 16} k-steps each")
+        s(f"wl{g} = tid % 32")
+        s(f"wg{g} = wl{g} // 4")
+        s(f"wt{g} = wl{g} % 4")
+        rounds = -(-tiles // W)
+        for j in range(rounds):
+            tile = add(f"tid // 32", str(W * j))
+            guard = (j + 1) * W > tiles  # the same for the whole warp: every lane reaches the mma or none
+            with s.block(f"if {tile} < {tiles}:") if guard else nullcontext():
+                s(f"tr{g} = ({tile}) // {NT} * 16 + wg{g}" if NT > 1 else f"tr{g} = ({tile}) * 16 + wg{g}")
+                s(f"tc{g} = ({tile}) % {NT} * 8" if NT > 1 else f"tc{g} = 0")
+                s(f"c0{g} = f32(0.0); c1{g} = f32(0.0); c2{g} = f32(0.0); c3{g} = f32(0.0)")
+                with s.block(f"for kk in range({K // 16}):") if K > 16 else nullcontext():
+                    k0 = add(mul("kk", 16) if K > 16 else "0", mul(f"wt{g}", 2))
+                    ra, rb = mul(f"tr{g}", K), mul(f"(tr{g} + 8)", K)
+
+                    def pair(i0: str, i1: str, t: "STensor" = a) -> str:
+                        return f"pk16({cv}({self.ref(t, i0)}), {cv}({self.ref(t, i1)}))"
+
+                    for r, (row, ko) in enumerate(((ra, 0), (rb, 0), (ra, 8), (rb, 8))):
+                        s(f"a{r}{g} = {pair(add(row, k0, str(ko)), add(row, k0, str(ko + 1)))}")
+                    col = add(f"tc{g}", f"wg{g}")
+                    for r, ko in enumerate((0, 8)):
+                        s(f"b{r}{g} = {pair(add(mul(add(k0, str(ko)), N), col), add(mul(add(k0, str(ko + 1)), N), col), b)}")
+                    s(f"c0{g}, c1{g}, c2{g}, c3{g} = {mma}(a0{g}, a1{g}, a2{g}, a3{g}, b0{g}, b1{g}, "
+                      f"c0{g}, c1{g}, c2{g}, c3{g})")
+                for r, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
+                    s(f"v = c{r}{g}")
+                    for e_op in epilogue:
+                        self.apply(s, e_op)
+                    e = add(mul(add(f"tr{g}", str(dr)), N), f"tc{g}", mul(f"wt{g}", 2), str(dc))
+                    self.finish_elem(s, tail_acc, out_t, e, None)
 
     def acc_writeback(self, s: Src, t: "STensor", count: int) -> None:
         where = self.reg_acc[t.guid]

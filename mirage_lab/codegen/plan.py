@@ -263,6 +263,8 @@ class KernelPlan:
             st = self._mma_stream(ch, op, ld, M, K, N, persistent)
             if st is not None:
                 return st
+            if staged_mma_fits(op, self.T, self.options):
+                return None  # wider than 16 rows: both tiles staged, on tensor cores (the emitter's staged mma)
         for vw in (8, 4, 2):
             # registers: M*vw partial sums; per-iteration reductions also need T*M*vw floats of smem
             if N % vw or M * vw > self.options.max_stream_acc or N // vw > self.T:
@@ -353,6 +355,21 @@ class KernelPlan:
                 b.offset = scratch
                 scratch += al(b.numel)
         return pool, scratch
+
+
+def staged_mma_fits(op: "TBOp", threads: int, options: CodegenOptions) -> bool:
+    """``A[M, K] @ B[K, N]`` of two 16-bit tiles in shared memory fits ``mma.m16n8k16`` tiles.
+
+    >>> from mirage_lab.examples import gqa_flashdecoding
+    >>> bg = gqa_flashdecoding(1, 32, 16, 64, kv_splits=2, q_blocks=1, forloop_range=2).customized_ops[0].block_graph
+    >>> [staged_mma_fits(op, 128, CodegenOptions(mma=True)) for op in bg.ops if op.op_type == "matmul"]
+    [True, True]
+    """
+    a, b = op.inputs
+    dts = {a.dtype.name, b.dtype.name}
+    M, K, N = a.dims[-2], a.dims[-1], b.dims[-1]
+    return (options.mma and len(dts) == 1 and dts <= {"float16", "bfloat16"} and threads % 32 == 0
+            and prod(a.dims[:-2]) == 1 and prod(b.dims[:-2]) == 1 and M % 16 == 0 and N % 8 == 0 and K % 16 == 0)
 
 
 def loader_strides(ld: Loader) -> list[int]:

@@ -44,6 +44,7 @@ def main() -> None:
             refs = mi.run_reference(g, [x.double() for x in xs])
             entry = {"rel": [rel(o, r) for o, r in zip(outs, refs)],
                      "mma_streams": sum(src.count("mma.m16n8k16)") for src in k.generated.kernel_sources.values()),
+                     "mma_staged": sum(src.count("tiles of 16x8") for src in k.generated.kernel_sources.values()),
                      "shapes_ok": all(tuple(o.shape) == tuple(r.shape) for o, r in zip(outs, refs)),
                      "dtypes": [str(o.dtype) for o in outs]}
             if name == "rms_norm_linear":  # KernelGraph.__call__ delegates to the runtime

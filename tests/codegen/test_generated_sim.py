@@ -33,18 +33,25 @@ MMA_CASES = {"rms_norm_linear": 1, "rms_norm_linear_m16": 1, "rms_norm_linear_bf
              "gqa_decode": 2, "streamed_epilogue": 1}
 
 
+# cases with matmuls of two staged tiles wider than 16 rows on tensor cores (QK^T and exp(S)V of attention)
+MMA_STAGED = {"gqa_prefill_mma": 2}
+
+
 @pytest.mark.parametrize("name", [c[0] for c in CASES])
 def test_mma_kernel_matches_reference(sim_results_mma: dict, name: str) -> None:
     """mma.sync kernels (emulated warp-wide under the simulator), NaN-poisoned outputs, float64 reference.
 
     Checks the fragment layouts (A pairs packed in shared memory, B pairs built from two k
     rows' vector loads, accumulators scattered back per lane), the k-groups' reduction and
-    the per-iteration variant (GQA's matmul -> exp); other cases fall back to the FMA path.
+    the per-iteration variant (GQA's matmul -> exp), and the staged tensor-core matmul (both
+    tiles in shared memory, 16x8 output tiles dealt to warps: attention with 32 queries per
+    block); other cases fall back to the FMA path.
     """
     r = sim_results_mma[name]
     assert "error" not in r, r.get("error")
     assert r["shapes_ok"]
     assert r["mma_streams"] == MMA_CASES.get(name, 0)
+    assert r["mma_staged"] == MMA_STAGED.get(name, 0)
     for err, dt in zip(r["rel"], r["dtypes"]):
         assert not math.isnan(err), f"{name}: NaN in the output (an element was never written, or overflow)"
         assert err < TOL[dt], f"{name}: relative error {err:.3g} >= {TOL[dt]} ({dt})"
