@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 AXIS_VARS = ("bx", "by", "bz")
 PREFETCH_WORDS = 64  # staged-loader words a thread may hold in registers at the loop top
+MAX_MMA_ACC = 64     # float32 sums a thread may keep across the loop for a staged tensor-core matmul
 
 _UNARY = {
     "exp": "v = fexp(v)",
@@ -804,8 +805,11 @@ class _Emitter:
         reads: set[str] = set()
         stage_src = Src(s.indent)
         desc = " -> ".join(op.op_type for op in ch.ops)
+        # a plain accumulator of the products alone: its sums stay in the mma registers across the loop
+        persist = (mma and self.in_loop and self.FR > 1 and tail_acc is not None and not epilogue
+                   and tail_acc.attrs.get("acc") is None and self.mma_rounds(lead) * 4 <= MAX_MMA_ACC)
         if mma:
-            self.staged_mma(stage_src, lead, epilogue, tail_acc, out_t, reads)
+            self.staged_mma(stage_src, lead, epilogue, tail_acc, out_t, reads, persist)
             desc += " (tensor cores)"
         elif lead.op_type == "matmul":
             a, b = lead.inputs
@@ -849,6 +853,8 @@ class _Emitter:
                 unroll = True
             self.per_element(stage_src, count, body, unroll=unroll)
         _, writes, owned = self.chain_sets(ch, tail_acc, out_t, reads)
+        if persist:
+            owned = set()  # written once, after the loop
         s.comment(f"{desc} -> {out_t.name} {list(out_t.dims)}")
         self.stage(s, reads=reads, writes=writes, owned=owned)
         s.extend(stage_src)
@@ -857,8 +863,13 @@ class _Emitter:
     def staged_mma_fits(self, op: "TBOp") -> bool:
         return staged_mma_fits(op, self.T, self.options)
 
+    def mma_rounds(self, op: "TBOp") -> int:
+        """16x8 output tiles each warp takes."""
+        a, b = op.inputs
+        return -(-(a.dims[-2] // 16) * (b.dims[-1] // 8) // (self.T // 32))
+
     def staged_mma(self, s: Src, op: "TBOp", epilogue: list["TBOp"], tail_acc: "TBOp | None",
-                   out_t: "STensor", reads: set[str]) -> None:
+                   out_t: "STensor", reads: set[str], persist: bool = False) -> None:
         """Each warp takes 16x8 output tiles in turn; A and B fragments are packed from the float32 tiles.
 
         Fragment layout of ``mma.m16n8k16.row.col`` (lane = 4 g + t): A registers hold rows g and
@@ -875,17 +886,45 @@ class _Emitter:
         g = op.guid
         s.comment(f"{op.outputs[0].name} = matmul on tensor cores: {tiles} tiles of 16x8 over {W} warps, "
                   f"{K // 16} k-steps each")
-        s(f"wl{g} = tid % 32")
-        s(f"wg{g} = wl{g} // 4")
-        s(f"wt{g} = wl{g} % 4")
-        rounds = -(-tiles // W)
+        rounds = self.mma_rounds(op)
+
+        def tile_of(s: Src, j: int) -> None:
+            s(f"wl{g} = tid % 32")
+            s(f"wg{g} = wl{g} // 4")
+            s(f"wt{g} = wl{g} % 4")
+            tile = add("tid // 32", str(W * j))
+            s(f"tr{g} = ({tile}) // {NT} * 16 + wg{g}" if NT > 1 else f"tr{g} = ({tile}) * 16 + wg{g}")
+            s(f"tc{g} = ({tile}) % {NT} * 8" if NT > 1 else f"tc{g} = 0")
+
+        def guarded(s: Src, j: int):  # the same for the whole warp: every lane reaches the mma or none
+            return s.block(f"if tid // 32 + {W * j} < {tiles}:") if (j + 1) * W > tiles else nullcontext()
+
+        acc = [[f"pm{g}_{j}_{r}" for r in range(4)] for j in range(rounds)]
+        if persist:
+            t = tail_acc.outputs[0]
+            s.comment(f"{t.name} accumulates in the mma registers; written to shared memory after the loop")
+            for j in range(rounds):
+                self._red_inits.append("; ".join(f"{c} = f32(0.0)" for c in acc[j]))
+
+            def writeback(s: Src) -> None:
+                s.comment(f"{t.name} = the mma accumulators")
+                self.stage(s, writes={self.bufname(t)})
+                for j in range(rounds):
+                    with guarded(s, j):
+                        tile_of(s, j)
+                        for r, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
+                            e = add(mul(add(f"tr{g}", str(dr)), N), f"tc{g}", mul(f"wt{g}", 2), str(dc))
+                            s(f"{self.ref(t, e)} = {acc[j][r]}")
+
+            self.post_actions.insert(0, writeback)
         for j in range(rounds):
-            tile = add(f"tid // 32", str(W * j))
-            guard = (j + 1) * W > tiles  # the same for the whole warp: every lane reaches the mma or none
-            with s.block(f"if {tile} < {tiles}:") if guard else nullcontext():
-                s(f"tr{g} = ({tile}) // {NT} * 16 + wg{g}" if NT > 1 else f"tr{g} = ({tile}) * 16 + wg{g}")
-                s(f"tc{g} = ({tile}) % {NT} * 8" if NT > 1 else f"tc{g} = 0")
-                s(f"c0{g} = f32(0.0); c1{g} = f32(0.0); c2{g} = f32(0.0); c3{g} = f32(0.0)")
+            with guarded(s, j):
+                tile_of(s, j)
+                if persist:
+                    c = acc[j]
+                else:
+                    c = [f"c{r}{g}" for r in range(4)]
+                    s("; ".join(f"{x} = f32(0.0)" for x in c))
                 with s.block(f"for kk in range({K // 16}):") if K > 16 else nullcontext():
                     k0 = add(mul("kk", 16) if K > 16 else "0", mul(f"wt{g}", 2))
                     ra, rb = mul(f"tr{g}", K), mul(f"(tr{g} + 8)", K)
@@ -898,10 +937,11 @@ class _Emitter:
                     col = add(f"tc{g}", f"wg{g}")
                     for r, ko in enumerate((0, 8)):
                         s(f"b{r}{g} = {pair(add(mul(add(k0, str(ko)), N), col), add(mul(add(k0, str(ko + 1)), N), col), b)}")
-                    s(f"c0{g}, c1{g}, c2{g}, c3{g} = {mma}(a0{g}, a1{g}, a2{g}, a3{g}, b0{g}, b1{g}, "
-                      f"c0{g}, c1{g}, c2{g}, c3{g})")
+                    s(f"{', '.join(c)} = {mma}(a0{g}, a1{g}, a2{g}, a3{g}, b0{g}, b1{g}, {', '.join(c)})")
+                if persist:
+                    continue
                 for r, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
-                    s(f"v = c{r}{g}")
+                    s(f"v = {c[r]}")
                     for e_op in epilogue:
                         self.apply(s, e_op)
                     e = add(mul(add(f"tr{g}", str(dr)), N), f"tc{g}", mul(f"wt{g}", 2), str(dc))
