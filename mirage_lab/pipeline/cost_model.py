@@ -37,6 +37,7 @@ L2_TBPS = 8.0
 MMA_TFLOPS = 250.0        # mma.sync m16n8k16 from a Numba kernel, fed from registers
 FMA_TFLOPS = 25.0         # fp32 FMAs on a B operand streamed into registers (~1.3 instructions per FMA)
 SMEM_FMA_TFLOPS = 6.0     # fp32 FMAs with both operands read from shared memory (a staged matmul)
+STAGED_MMA_TFLOPS = 12.0  # mma.sync with fragments packed from float32 shared-memory tiles (GQA, H100: ~10)
 WARPS_FOR_FULL_BW = 16    # resident warps per SM that hide HBM latency for streamed loads
 LAUNCH_US = 2.0
 
@@ -64,14 +65,19 @@ def _prod(xs) -> int:
 
 
 def _streams(bg, options: CodegenOptions) -> dict[int, str]:
-    """How the code generator lowers each streamed block matmul: guid -> "mma" | "fma" (others are staged)."""
-    from ..codegen.plan import KernelPlan
+    """How the code generator lowers each block matmul: guid -> "mma" | "fma" (streamed B), "smma"
+    (both tiles staged, on tensor cores); the others are staged FMA loops."""
+    from ..codegen.plan import KernelPlan, staged_mma_fits
 
     try:
         plan = KernelPlan(bg, options=options)
     except Exception:  # an unlowerable plan is the compiler's to report; estimate it as staged
         return {}
-    return {s.op.guid: "mma" if s.mma else "fma" for s in plan.streams}
+    kinds = {s.op.guid: "mma" if s.mma else "fma" for s in plan.streams}
+    for op in bg.ops:
+        if op.op_type == "matmul" and op.guid not in kinds and staged_mma_fits(op, plan.T, options):
+            kinds[op.guid] = "smma"
+    return kinds
 
 
 def estimate(graph: KernelGraph, options: CodegenOptions) -> Estimate:
@@ -107,7 +113,7 @@ def estimate(graph: KernelGraph, options: CodegenOptions) -> Estimate:
         bw_eff = op_share * min(1.0, warps / WARPS_FOR_FULL_BW)
         mem += ((unique + out_bytes) / (HBM_TBPS * 1e6) + replicated / (L2_TBPS * 1e6)) / max(bw_eff, 1e-3)
         kinds = _streams(bg, options)
-        rate = {"mma": MMA_TFLOPS, "fma": FMA_TFLOPS}
+        rate = {"mma": MMA_TFLOPS, "fma": FMA_TFLOPS, "smma": STAGED_MMA_TFLOPS}
         t_comp = 0.0
         for bop in bg.ops:
             if bop.op_type == "matmul":
