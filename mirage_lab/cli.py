@@ -186,20 +186,17 @@ def gpu_measurements(result: object, out_dir: Path, log: Log) -> MeasurementsSec
 
     picks = shortlist(result.candidates, 4)
     rep = autotune(result.program, [result.candidates[i] for i in picks], tune_seconds=60, baselines="all")
-    rows = [[f"baseline: {k}", round(v.median_us, 1)] for k, v in rep.baselines.items()
-            if "python" not in k and hasattr(v, "median_us")]
-    for r in rep.results:
-        if r.timings or r.error:
-            rows.append([f"candidate {picks[r.variant.candidate]} [{r.variant.threads} threads, {r.variant.options.tag()}]",
-                         round(r.median_us, 1) if r.timings else r.error])
-    rows.append(["memory floor (bytes / 3.0 TB/s)", round(rep.floor_us, 1)])
+    failures = [(f"candidate {picks[r.variant.candidate]} [t{r.variant.threads}/{r.variant.options.tag()}]", r.error)
+                for r in rep.results if r.error]
     if rep.best is not None:
         v = rep.best.variant
         path = export(v.graph, out_dir / "fastest_kernel.py", latency_us=rep.best.median_us, options=v.options,
                       device=rep.device)
         log(f"gpu: fastest {rep.best.median_us:.1f} µs ({v.tag}); exported to {path}")
-    return MeasurementsSection(torch.cuda.get_device_name(), ["contender", "median µs (CUDA graph)"], rows,
-                               notes="CUDA events after warm-up, median, inputs rotated so weights come from HBM.")
+    return MeasurementsSection.from_latency_rows(
+        rep.latency_rows(picks, every_variant=True), device=rep.device, floor_us=rep.floor_us, failures=failures,
+        notes="CUDA events after warm-up, median, inputs rotated so weights come from HBM; "
+              "memory floor: every input read and every output written once at 3.0 TB/s.")
 
 
 def run_demo(out_dir: str | Path = "reports", *, full: bool = False, seed: int = 0, log: Log = print,

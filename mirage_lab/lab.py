@@ -19,6 +19,7 @@ from typing import Any
 _LAZY = {
     "explore": ("mirage_lab.widgets", "explore"),
     "SearchExplorer": ("mirage_lab.widgets", "SearchExplorer"),
+    "ExplorerSession": ("mirage_lab.widgets.session", "ExplorerSession"),
     "CandidateRecord": ("mirage_lab.widgets", "CandidateRecord"),
     "latency_figure": ("mirage_lab.viz.plots", "latency_figure"),
     "progress_figure": ("mirage_lab.viz.plots", "progress_figure"),

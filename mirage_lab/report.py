@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 from .errors import GraphvizMissingError
 from .ir.kernel_graph import KernelGraph
+from .runtime.latency import LatencyRow
 
 DEFAULT_LEVELS = ("kernel", "block", "thread")
 
@@ -75,13 +76,39 @@ class CandidateSection:
 
 @dataclass
 class MeasurementsSection:
-    """Timings from a GPU run: one row per contender, columns as given (e.g. median µs, ratio to floor)."""
+    """Timings from a GPU run: one row per contender, columns as given (e.g. median µs, ratio to floor).
+
+    :meth:`from_latency_rows` makes the table from the runtime's typed ``LatencyRow`` records.
+    """
 
     device: str
     columns: list[str]
     rows: list[list[Any]]
     notes: str = ""
     title: str = "Measurements"
+
+    @classmethod
+    def from_latency_rows(cls, rows: Sequence[LatencyRow], *, device: str, floor_us: float | None = None,
+                          failures: Sequence[tuple[str, str]] = (), notes: str = "",
+                          title: str = "Measurements") -> MeasurementsSection:
+        """One line per row (candidates, then baselines), then ``failures`` (label, error), then the floor.
+
+            >>> m = MeasurementsSection.from_latency_rows([LatencyRow("torch eager", "baseline", 41.0)],
+            ...                                           device="NVIDIA H100", floor_us=11.3)
+            >>> m.rows
+            [['torch eager', 'baseline', 41.0, '—', 'cuda graph', '—'], ['memory floor', 'floor', 11.3, '—', '—', '—']]
+        """
+        from .runtime.latency import CANDIDATE, check_rows
+
+        ok = check_rows(rows, "MeasurementsSection.from_latency_rows")
+        ok = [r for r in ok if r.kind == CANDIDATE] + [r for r in ok if r.kind != CANDIDATE]
+        table: list[list[Any]] = [
+            [r.label, r.kind, round(r.median_us, 2), f"{r.p10_us:.3g}–{r.p90_us:.3g}" if r.spread else "—",
+             r.mode.replace("_", " "), r.options or "—"] for r in ok]
+        table += [[label, "failed", error, "—", "—", "—"] for label, error in failures]
+        if floor_us is not None:
+            table.append(["memory floor", "floor", round(floor_us, 2), "—", "—", "—"])
+        return cls(device, ["contender", "kind", "median µs", "p10–p90 µs", "launch", "lowering"], table, notes, title)
 
 
 # --------------------------------------------------------------------------- rendering helpers

@@ -125,6 +125,22 @@ def test_report_measurements_and_missing_dot(monkeypatch, tmp_path):
     assert "204589" in text
 
 
+def test_measurements_section_from_latency_rows():
+    from mirage_lab.runtime import LatencyRow
+
+    rows = [LatencyRow("torch eager", "baseline", 41.0, 40.0, 43.0, mode="eager"),
+            LatencyRow("candidate 2", "candidate", 12.94, 12.5, 13.6, options="t256/fma", candidate=2)]
+    m = MeasurementsSection.from_latency_rows(rows, device="NVIDIA H100", floor_us=11.3,
+                                              failures=[("candidate 0 [t128/fma]", "compile/launch: boom")])
+    assert m.device == "NVIDIA H100" and m.columns[:3] == ["contender", "kind", "median µs"]
+    assert [r[:3] for r in m.rows] == [["candidate 2", "candidate", 12.94], ["torch eager", "baseline", 41.0],
+                                       ["candidate 0 [t128/fma]", "failed", "compile/launch: boom"],
+                                       ["memory floor", "floor", 11.3]]
+    assert m.rows[0][3:] == ["12.5–13.6", "cuda graph", "t256/fma"]
+    with pytest.raises(TypeError, match="LatencyRow"):
+        MeasurementsSection.from_latency_rows({"torch_eager": 41.0}, device="x")
+
+
 def test_console_script_is_installed():
     exe = Path(sys.executable).parent / "mirage-lab"
     if not exe.exists():

@@ -24,6 +24,7 @@ MODULES = [
     # the notebook widgets and plots (the explorer's own example runs a search: tests/widgets covers it)
     "mirage_lab.lab", "mirage_lab.viz.plots", "mirage_lab.widgets.records", "mirage_lab.widgets.table",
     "mirage_lab.widgets.detail", "mirage_lab.widgets.measure", "mirage_lab.widgets.progress",
+    "mirage_lab.widgets.session", "mirage_lab.runtime.latency",
 ]
 
 

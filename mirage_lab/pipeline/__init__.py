@@ -80,9 +80,7 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
     if tune:
         report = autotune(graph, chosen, tune_seconds=tune_seconds, workers=compile_workers, inputs=inputs,
                           baselines=baselines, on_event=on_event)
-        res.measurements = {"tuning": report.rows(), "baselines": {k: getattr(v, "as_dict", lambda: v)()
-                                                                   for k, v in report.baselines.items()},
-                            "floor_us": report.floor_us, "input_policy": report.input_policy}
+        res.measurements = report.latency_rows(picks)  # numbered as the search found them
         if report.best is not None:
             v = report.best.variant
             kernel = None

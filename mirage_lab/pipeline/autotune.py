@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
+from ..runtime.latency import CANDIDATE, LatencyRow, baseline_rows
 from .cost_model import Estimate, estimate
 from .inputs import MeasuringInputs, measuring_inputs
 from .variants import Variant, lowering_variants
@@ -57,8 +58,23 @@ class VariantResult:
     def ok(self) -> bool:
         return self.error is None and self.rel_err is not None
 
+    def latency_row(self, label: str | None = None, *, candidate: int | None = None,
+                    device: str = "") -> LatencyRow | None:
+        """This variant's CUDA-graph timing as a plot row (``None`` if it failed or was not timed).
+
+        ``candidate``: the candidate's number in the caller's list (default: its position among
+        the tuned candidates); ``label`` defaults to ``"candidate {candidate}"``.
+        """
+        t = self.timings.get("cuda_graph")
+        if not self.ok or t is None:
+            return None
+        n = self.variant.candidate if candidate is None else candidate
+        v = self.variant
+        return LatencyRow.from_timing(label or f"candidate {n}", t, kind=CANDIDATE, device=device,
+                                      options=f"t{v.threads}/{v.options.tag()}", candidate=n)
+
     def row(self) -> dict[str, Any]:
-        """One flat record (JSON-ready) for tables and plots."""
+        """One flat record (JSON-ready) for tables."""
         v = self.variant
         return {"candidate": v.candidate, "threads": v.threads, "options": v.options.tag(),
                 "estimate_us": round(self.estimate.us, 2),
@@ -84,6 +100,42 @@ class TuneReport:
 
     def rows(self) -> list[dict[str, Any]]:
         return [r.row() for r in self.results]
+
+    def candidate_rows(self, numbers: Sequence[int] | None = None, *, every_variant: bool = False) -> list[LatencyRow]:
+        """Plot rows for the candidates: each one's fastest timed variant, fastest first.
+
+        ``numbers[i]`` is the number the i-th tuned candidate has in the caller's list (e.g.
+        the search's order, when a shortlist was tuned); ``every_variant`` gives one row per
+        timed variant instead, labelled ``"candidate {n} [t256/fma]"``.
+        """
+        def number(r: VariantResult) -> int:
+            return r.variant.candidate if numbers is None else numbers[r.variant.candidate]
+
+        timed = sorted((r for r in self.results if r.latency_row() is not None), key=lambda r: r.median_us)
+        if every_variant:
+            return [r.latency_row(f"candidate {number(r)} [t{r.variant.threads}/{r.variant.options.tag()}]",
+                                  candidate=number(r), device=self.device) for r in timed]  # type: ignore[misc]
+        seen: set[int] = set()
+        out = []
+        for r in timed:
+            if r.variant.candidate not in seen:
+                seen.add(r.variant.candidate)
+                out.append(r.latency_row(candidate=number(r), device=self.device))
+        return out  # type: ignore[return-value]
+
+    def baseline_rows(self) -> list[LatencyRow]:
+        """Plot rows for the torch baselines (a baseline that failed to run has none)."""
+        from ..runtime.profile import Timing
+
+        return baseline_rows({k: v for k, v in self.baselines.items() if isinstance(v, Timing)}, device=self.device)
+
+    def latency_rows(self, numbers: Sequence[int] | None = None, *, every_variant: bool = False) -> list[LatencyRow]:
+        """:meth:`candidate_rows` then :meth:`baseline_rows`: what ``latency_figure`` draws.
+
+            >>> rep = autotune(program, candidates)                             # doctest: +SKIP
+            >>> latency_figure(rep.latency_rows(), floor_us=rep.floor_us)       # doctest: +SKIP
+        """
+        return self.candidate_rows(numbers, every_variant=every_variant) + self.baseline_rows()
 
 
 @dataclass

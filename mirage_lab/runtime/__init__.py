@@ -10,8 +10,9 @@ from .kernel import CompiledKernel, GraphedKernel, compile, default_cache_dir, p
 __all__ = ["compile", "precompile", "CompiledKernel", "GraphedKernel", "run_graph", "default_cache_dir", "simulator_active"]
 from . import profile  # noqa: E402
 from .export import export  # noqa: E402
+from .latency import BASELINE_LABELS, LatencyRow, baseline_rows  # noqa: E402
 from .profile import Selection, Timing, floor_us, profile_baselines, profile_kernel, select_fastest  # noqa: E402
 from .torch_fn import to_torch_fn  # noqa: E402
 
 __all__ += ["profile", "export", "Selection", "Timing", "floor_us", "profile_baselines", "profile_kernel",
-            "select_fastest", "to_torch_fn"]
+            "select_fastest", "to_torch_fn", "LatencyRow", "baseline_rows", "BASELINE_LABELS"]

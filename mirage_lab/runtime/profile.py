@@ -28,6 +28,7 @@ from ..errors import MirageLabError
 from ..interp.reference import run_reference
 from ..ir.kernel_graph import KernelGraph
 from .kernel import CompiledKernel, compile
+from .latency import CANDIDATE, LatencyRow, current_device
 from .torch_fn import to_torch_fn
 
 COPY_BANDWIDTH_TBPS = 3.0  # measured device-to-device copy peak on the H100 (DESIGN.md)
@@ -234,6 +235,36 @@ class Selection:
 
     best: Candidate | None
     candidates: list[Candidate]
+
+    def latency_rows(self, numbers: Sequence[int] | None = None, *, mode: str = "cuda_graph",
+                     device: str | None = None) -> list[LatencyRow]:
+        """One :class:`~mirage_lab.runtime.latency.LatencyRow` per timed, correct candidate (for the plots).
+
+        ``numbers[i]`` is the number ``candidates[i]``'s graph has in the caller's list (its
+        label is ``"candidate {n}"``); by default graphs are numbered in the order given. A
+        graph timed under several codegen options gets one row per option, the tag in its label.
+        ``device``: where it ran (default: torch's current CUDA device).
+
+        >>> Selection(None, []).latency_rows()
+        []
+        """
+        if numbers is not None and len(numbers) != len(self.candidates):
+            raise ValueError(f"latency_rows: {len(numbers)} numbers for {len(self.candidates)} candidates")
+        graph_no: dict[int, int] = {}
+        for c in self.candidates:
+            graph_no.setdefault(id(c.graph), len(graph_no))
+        several = len(graph_no) < len(self.candidates)  # select_fastest(..., options=[...]) times each graph twice+
+        dev = current_device() if device is None else device
+        rows = []
+        for i, c in enumerate(self.candidates):
+            t = c.timings.get(mode)
+            if c.error is not None or t is None:
+                continue
+            n = numbers[i] if numbers is not None else graph_no[id(c.graph)]
+            label = f"candidate {n}" + (f" [{c.options.tag()}]" if several else "")
+            rows.append(LatencyRow.from_timing(label, t, kind=CANDIDATE, device=dev, options=c.options.tag(),
+                                               candidate=n))
+        return rows
 
     def table(self) -> list[dict[str, Any]]:
         rows = []

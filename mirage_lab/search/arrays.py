@@ -29,12 +29,9 @@ import numpy as np
 
 from ..errors import MirageLabError
 from ..verify import numpy_backend as numpy_ops
-from ..verify.backends import get_ops, resolve_backend
+from ..verify.backends import BACKENDS, get_ops, resolve_backend
 from ..verify.field import FP_DTYPE, FieldError
 from . import tiles
-from .config import FINGERPRINT_BACKENDS
-
-BACKENDS = FINGERPRINT_BACKENDS
 
 
 class NumpyArrays:

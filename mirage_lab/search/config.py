@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
 from ..errors import MirageLabError
+from ..verify.backends import BACKENDS
 
 # The default candidate sets, as Mirage's dim_strategy.cc has them.
 DEFAULT_IMAPS = ((0, -1, 1), (0, 1, -1), (0, 2, -1), (-1, 1, -1))
@@ -29,7 +30,8 @@ BLOCK_OPS = ("matmul", "exp", "square", "sqrt", "silu", "gelu", "relu", "clamp",
 BLOCK_ACCUMS = (None, "sum", "rms")
 
 PRESETS = ("attention", "mlp", "lora", None)
-FINGERPRINT_BACKENDS = ("auto", "numpy", "cuda")
+# the search fingerprints through the verifier's backends: the names are the verifier's, not a copy
+FINGERPRINT_BACKENDS = BACKENDS
 
 
 class SearchConfigError(MirageLabError, ValueError):

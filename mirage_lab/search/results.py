@@ -24,7 +24,11 @@ class NoCandidateError(MirageLabError, RuntimeError):
 
 @dataclass
 class SearchResult:
-    """Everything a finished search produced: candidates (in the order found), costs, stats."""
+    """Everything a finished search produced: candidates (in the order found), costs, stats.
+
+    ``measurements``: ``LatencyRow``s (``mirage_lab.runtime.latency``) where the candidates were
+    timed, ``candidate`` being the index in :attr:`candidates`; what ``latency_figure`` draws.
+    """
 
     program: KernelGraph
     candidates: list[KernelGraph]
@@ -32,7 +36,9 @@ class SearchResult:
     stats: SearchStats
     cancelled: bool = False
     errors: list[str] = field(default_factory=list)
-    measurements: dict[str, Any] = field(default_factory=dict)
+    # mirage_lab.runtime.LatencyRow records, when something timed the candidates (the pipeline,
+    # the explorer); the search itself times nothing, and this layer cannot name the type
+    measurements: list[Any] = field(default_factory=list)
 
     def ranked(self) -> list[KernelGraph]:
         """Candidates by static cost: fewer kernels, then fewer bytes moved."""

@@ -1,130 +1,77 @@
 """Plotly figures of a search and its measurements: one pure function per plot, no hidden state
-(the pattern of Optuna's ``optuna.visualization``). Usable outside the widget.
+(the pattern of Optuna's ``optuna.visualization``: typed records first, then the drawing). Usable
+outside the widget.
 
 * :func:`latency_figure`: each candidate's measured latency beside the torch baselines
-  (eager, CUDA graph, torch.compile), with the memory floor drawn as a line. Without
-  measurements (a CPU-only machine) the figure says so instead of showing empty axes.
+  (eager, CUDA graph, torch.compile), with the memory floor drawn as a line. It draws
+  :class:`~mirage_lab.runtime.latency.LatencyRow` records only, built where the numbers are
+  made (``TuneReport.latency_rows()``, ``Selection.latency_rows()``, ``baseline_rows(...)``).
+  Without rows (a CPU-only machine) the figure says so instead of showing empty axes.
 * :func:`progress_figure`: states visited and candidates found over the search's time.
 
-    >>> from mirage_lab.viz.plots import latency_figure, progress_figure
-    >>> fig = latency_figure({"candidate 0": 14.1, "torch_eager": 40.2}, floor_us=11.3)
+    >>> from mirage_lab.viz.plots import LatencyRow, latency_figure, progress_figure
+    >>> fig = latency_figure([LatencyRow("candidate 0", "candidate", 14.1),
+    ...                       LatencyRow("torch eager", "baseline", 40.2)], floor_us=11.3)
     >>> [t.name for t in fig.data]
     ['candidates', 'baselines']
-    >>> "No GPU" in latency_figure({}).layout.title.text
+    >>> "No GPU" in latency_figure([]).layout.title.text
     True
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import plotly.graph_objects as go
 
-#: What the runtime's profiler calls its baselines, and how the plots label them.
-BASELINE_LABELS = {
-    "torch_eager": "torch eager",
-    "torch_cuda_graph": "torch + CUDA graph",
-    "torch_compile": "torch.compile",
-    "torch_compile_cuda_graph": "torch.compile + CUDA graph",
-}
+from ..runtime.latency import BASELINE, BASELINE_LABELS, CANDIDATE, LatencyRow, check_rows
+
 NO_GPU_TITLE = "No GPU: latencies are measured on a CUDA machine"
 CANDIDATE_COLOR = "#1f77b4"
 BASELINE_COLOR = "#7f7f7f"
 FLOOR_COLOR = "#d62728"
 
 
-@dataclass(frozen=True)
-class LatencyRow:
-    """One bar of the latency plot (microseconds; ``p10``/``p90`` when the profiler gave them)."""
+def checked_rows(rows: Sequence[LatencyRow] | None, who: str = "latency_figure") -> list[LatencyRow]:
+    """``rows`` as a list, candidates first then baselines (each in the order given); ``TypeError`` for
+    anything that is not a sequence of :class:`LatencyRow`.
 
-    name: str
-    kind: str                 # "candidate" | "baseline"
-    median_us: float
-    p10_us: float | None = None
-    p90_us: float | None = None
-
-
-def _is_baseline(name: str) -> bool:
-    return name in BASELINE_LABELS or name.startswith("torch")
-
-
-def _row(name: str, value: Any, mode: str) -> LatencyRow | None:
-    """A row from a number, a ``Timing``, a ``Timing.as_dict()`` or a per-mode dict of timings."""
-    if isinstance(value, Mapping) and "median_us" not in value:
-        # profile_kernel's result: {"cuda_graph": Timing, "eager": Timing, ...}
-        for m in (mode, "cuda_graph", "eager"):
-            if m in value:
-                return _row(name, value[m], mode)
-        return None
-    if isinstance(value, Mapping):
-        med, p10, p90 = value.get("median_us"), value.get("p10_us"), value.get("p90_us")
-    elif hasattr(value, "median_us"):
-        med, p10, p90 = value.median_us, getattr(value, "p10_us", None), getattr(value, "p90_us", None)
-    else:
-        med, p10, p90 = value, None, None
-    try:
-        med = float(med)
-    except (TypeError, ValueError):
-        return None
-    if not math.isfinite(med):  # an untimed or failed candidate (Candidate.median_us is inf)
-        return None
-    kind = "baseline" if _is_baseline(name) else "candidate"
-    label = BASELINE_LABELS.get(name, name)
-    return LatencyRow(label, kind, med, None if p10 is None else float(p10), None if p90 is None else float(p90))
-
-
-def latency_rows(measurements: Any, mode: str = "cuda_graph") -> list[LatencyRow]:
-    """Normalise the structures the runtime returns into rows, candidates first, then baselines.
-
-    Accepts a plain ``{name: median_us}``; ``{name: Timing}`` (``profile_baselines``);
-    ``{name: {mode: Timing}}`` (``profile_kernel`` per candidate); a ``Selection``
-    (``select_fastest``); anything with a ``.measurements`` mapping (``SearchResult``).
-    Host-side call times (``*python_call*``) are left out: they measure Python, not the GPU.
-
-        >>> [r.name for r in latency_rows({"torch_compile": 20.0, "c1": 13.0, "torch_python_call": 60.0})]
-        ['c1', 'torch.compile']
+        >>> [r.label for r in checked_rows([LatencyRow("torch eager", "baseline", 41.0),
+        ...                                 LatencyRow("candidate 0", "candidate", 12.9)])]
+        ['candidate 0', 'torch eager']
     """
-    if measurements is None:
-        return []
-    if hasattr(measurements, "candidates") and hasattr(measurements, "best"):  # runtime.profile.Selection
-        cands = list(measurements.candidates)
-        graph_no: dict[int, int] = {}
-        for c in cands:
-            graph_no.setdefault(id(c.graph), len(graph_no))
-        several_options = len(graph_no) < len(cands)  # select_fastest(..., options=[...]) times each graph twice+
-        items: list[tuple[str, Any]] = [
-            (f"candidate {graph_no[id(c.graph)]}" + (f" [{c.options.tag()}]" if several_options else ""), c.timings)
-            for c in cands if getattr(c, "error", None) is None and c.timings]
-    elif not isinstance(measurements, Mapping) and isinstance(getattr(measurements, "measurements", None), Mapping):
-        return latency_rows(measurements.measurements, mode)
-    elif isinstance(measurements, Mapping):
-        items = [(str(k), v) for k, v in measurements.items()]
-    else:
-        raise TypeError(f"latency_figure: cannot read measurements of type {type(measurements).__name__}; "
-                        "pass {name: median_us}, profile results or a Selection")
-    rows = [r for k, v in items if "python_call" not in k for r in [_row(k, v, mode)] if r is not None]
-    return [r for r in rows if r.kind == "candidate"] + [r for r in rows if r.kind == "baseline"]
+    out = check_rows(rows, who)
+    return [r for r in out if r.kind == CANDIDATE] + [r for r in out if r.kind == BASELINE]
 
 
-def latency_figure(measurements: Any = None, floor_us: float | None = None, *, mode: str = "cuda_graph",
+def _title(rows: list[LatencyRow]) -> str:
+    modes = {r.mode for r in rows}
+    devices = {r.device for r in rows if r.device}
+    how = f"{next(iter(modes)).replace('_', ' ')}, " if len(modes) == 1 else ""
+    where = f" on {next(iter(devices))}" if len(devices) == 1 else ""
+    return f"Latency per call{where} ({how}median, p10–p90)"
+
+
+def latency_figure(rows: Sequence[LatencyRow] | None = None, floor_us: float | None = None, *,
                    title: str | None = None) -> go.Figure:
     """Horizontal bars of median latency (p10–p90 whiskers), candidates and baselines, floor as a line.
 
-    ``floor_us``: the memory floor (``mi.runtime.floor_us(program)``), drawn as a dashed
-    vertical line. With no measurements the figure's title says that latencies need a GPU.
+    ``rows``: :class:`LatencyRow` records (anything else raises ``TypeError``). ``floor_us``:
+    the memory floor (``mi.runtime.floor_us(program)``), drawn as a dashed vertical line.
+    With no rows the figure's title says that latencies need a GPU.
 
-        >>> fig = latency_figure({"candidate 0": 12.9, "candidate 1": 15.0, "torch_eager": 41.0,
-        ...                       "torch_cuda_graph": 30.0, "torch_compile": 25.0}, floor_us=11.3)
+        >>> fig = latency_figure([LatencyRow("candidate 0", "candidate", 12.9),
+        ...                       LatencyRow("torch eager", "baseline", 41.0),
+        ...                       LatencyRow("candidate 1", "candidate", 15.0)], floor_us=11.3)
         >>> list(fig.data[0].y), list(fig.data[1].y)
-        (['candidate 0', 'candidate 1'], ['torch eager', 'torch + CUDA graph', 'torch.compile'])
+        (['candidate 0', 'candidate 1'], ['torch eager'])
     """
-    rows = latency_rows(measurements, mode)
+    rows = checked_rows(rows)
     fig = go.Figure()
     if not rows:
         text = ("Search and draw work on the CPU; running and timing the kernels needs a CUDA GPU.<br>"
-                "On a GPU machine: <code>mi.runtime.select_fastest(candidates, inputs)</code> and "
-                "<code>mi.runtime.profile_baselines(program, inputs)</code>.")
+                "On a GPU machine: <code>mi.superoptimize(program).report.latency_rows()</code>, or "
+                "<code>mi.runtime.select_fastest(candidates, inputs).latency_rows()</code>.")
         if floor_us is not None:
             text += f"<br>Memory floor of this program: {floor_us:.3g} µs."
         fig.update_layout(
@@ -139,27 +86,29 @@ def latency_figure(measurements: Any = None, floor_us: float | None = None, *, m
         sel = [r for r in rows if r.kind == kind]
         if not sel:
             return
-        has_err = all(r.p10_us is not None and r.p90_us is not None for r in sel)
+        spreads = [r.spread for r in sel]
+        has_err = all(s is not None for s in spreads)
         fig.add_trace(go.Bar(
             name=name, orientation="h", marker_color=color,
-            x=[r.median_us for r in sel], y=[r.name for r in sel],
-            error_x=dict(type="data", symmetric=False, array=[r.p90_us - r.median_us for r in sel],
-                         arrayminus=[r.median_us - r.p10_us for r in sel]) if has_err else None,
+            x=[r.median_us for r in sel], y=[r.label for r in sel],
+            error_x=dict(type="data", symmetric=False, array=[s[1] - r.median_us for r, s in zip(sel, spreads)],
+                         arrayminus=[r.median_us - s[0] for r, s in zip(sel, spreads)]) if has_err else None,
             text=[f"{r.median_us:.3g} µs" for r in sel], textposition="auto",
-            hovertemplate="%{y}: %{x:.3g} µs<extra>" + name + "</extra>",
+            customdata=[r.options or r.mode for r in sel],
+            hovertemplate="%{y}: %{x:.3g} µs (%{customdata})<extra>" + name + "</extra>",
         ))
 
-    bars("candidate", CANDIDATE_COLOR, "candidates")
-    bars("baseline", BASELINE_COLOR, "baselines")
+    bars(CANDIDATE, CANDIDATE_COLOR, "candidates")
+    bars(BASELINE, BASELINE_COLOR, "baselines")
     if floor_us is not None:
         fig.add_vline(x=floor_us, line=dict(color=FLOOR_COLOR, dash="dash"),
                       annotation_text=f"memory floor {floor_us:.3g} µs", annotation_position="top right")
     fig.update_layout(
-        title=dict(text=title or f"Latency per call ({mode.replace('_', ' ')}, median, p10–p90)"),
+        title=dict(text=title or _title(rows)),
         xaxis_title="µs (lower is better)", template="plotly_white", barmode="group", bargap=0.25,
         height=max(260, 90 + 28 * len(rows)), legend=dict(orientation="h", y=-0.2),
         # Bars read top to bottom in the order given.
-        yaxis=dict(autorange="reversed", categoryorder="array", categoryarray=[r.name for r in rows]),
+        yaxis=dict(autorange="reversed", categoryorder="array", categoryarray=[r.label for r in rows]),
     )
     return fig
 
@@ -212,4 +161,4 @@ def progress_figure(history: Iterable[Any], *, title: str | None = None) -> go.F
     return fig
 
 
-__all__ = ["latency_figure", "progress_figure", "latency_rows", "LatencyRow", "BASELINE_LABELS", "NO_GPU_TITLE"]
+__all__ = ["latency_figure", "progress_figure", "checked_rows", "LatencyRow", "BASELINE_LABELS", "NO_GPU_TITLE"]

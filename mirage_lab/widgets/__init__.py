@@ -2,12 +2,37 @@
 
 :func:`explore` (also ``mi.lab.explore``) runs a search in the background and shows it
 live: progress, a sortable table of candidates, the selected candidate's drawing at every
-level, its generated code and verification, Stop, Export and (on a GPU) Measure.
+level, its generated code and verification, Stop, Export and (on a GPU) Measure. The
+state behind it is an :class:`ExplorerSession` (:mod:`.session`), which needs no
+ipywidgets: the widget modules load on first use of a name that needs them.
 
-    >>> from mirage_lab.widgets import SearchExplorer, explore
+    >>> from mirage_lab.widgets import ExplorerSession, SearchExplorer, explore
 """
-from .explorer import SearchExplorer, explore
-from .records import CandidateRecord
-from .table import CandidateTable
+from __future__ import annotations
 
-__all__ = ["explore", "SearchExplorer", "CandidateRecord", "CandidateTable"]
+from typing import Any
+
+from .records import CandidateRecord
+from .session import ExplorerSession
+
+_LAZY = {  # ipywidgets loads only with these
+    "explore": ("mirage_lab.widgets.explorer", "explore"),
+    "SearchExplorer": ("mirage_lab.widgets.explorer", "SearchExplorer"),
+    "CandidateTable": ("mirage_lab.widgets.table", "CandidateTable"),
+}
+__all__ = ["explore", "SearchExplorer", "ExplorerSession", "CandidateRecord", "CandidateTable"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        value = getattr(importlib.import_module(mod), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'mirage_lab.widgets' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -1,10 +1,11 @@
-"""The search explorer: a live notebook view of a running μGraph search.
+"""The search explorer: a live notebook view of an :class:`~.session.ExplorerSession`.
 
-The search runs in a background thread (:func:`mirage_lab.search.search`); its events
-update plain Python state at once, and the widgets are refreshed from that state at most
-every ``refresh_interval`` seconds, inside ``hold_sync()`` (DESIGN.md: set traits from the
-background thread, never print, coalesce). Clicks run on the kernel's main thread; one
-lock keeps the two from interleaving widget updates.
+The session runs the search in a background thread and keeps the state (candidates,
+progress, verification, measurements); this widget subscribes to its events and repaints
+from that state at most every ``refresh_interval`` seconds, inside ``hold_sync()``
+(DESIGN.md: set traits from the background thread, never print, coalesce), and at once for
+the first candidate, the end of the search, verification, measurement and export. Clicks run
+on the kernel's main thread; one lock keeps them and the background repaints from interleaving.
 
     >>> import mirage_lab as mi
     >>> from mirage_lab import examples as ex
@@ -15,94 +16,103 @@ lock keeps the two from interleaving widget updates.
     ('finished', True, 0)
     >>> "<svg" in w.detail_svg
     True
+    >>> w.session.best_index() is not None      # the same state, without widgets
+    True
 """
 from __future__ import annotations
 
 import html
-import re
 import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import ipywidgets as W
 
 from ..ir.kernel_graph import KernelGraph
-from ..search.events import CandidateFound, Finished, Progress, SearchError, SearchStats
+from ..runtime.latency import LatencyRow
 from ..viz import LEVELS
 from ..viz.plots import candidate_dtick
 from . import detail, progress
 from .measure import gpu_available
 from .records import CandidateRecord
+from .session import (STATES, CandidateAdded, ErrorReported, ExplorerSession, Exported, MeasureFinished,
+                      MeasurementsAdded, ProgressUpdated, SearchEnded, SessionEvent, StateChanged, StopRequested,
+                      VerificationDone)
 from .table import CandidateTable
 
-STATES = ("idle", "running", "finished", "stopped", "error")
-_MAX_HISTORY = 4000
 PLOT_WIDTH = 520  # px: FigureWidget does not follow its container's width; this fits beside the detail pane
+_ERROR_STYLE = 'style="color:#b71c1c"'
 
 
-def _sample(stats: SearchStats, candidates: int) -> dict[str, Any]:
-    d = stats.as_dict()
-    d["candidates"] = max(candidates, d.get("candidates", 0))
-    return d
+def _from_session(name: str, doc: str) -> property:
+    """A read-only attribute that is the session's (the view keeps no copy of the search's state)."""
+    return property(lambda self: getattr(self.session, name), doc=doc)
 
 
 class SearchExplorer(W.VBox):
-    """Runs ``search(program, config, **settings)`` in the background and shows it live.
+    """The live widget over an :class:`ExplorerSession` (made from ``program`` and the search settings, or given).
 
-    State for code and tests: :attr:`stats`, :attr:`history`, :attr:`candidates`,
-    :attr:`selected`, :attr:`level`, :attr:`detail_svg`, :attr:`detail_code`,
-    :attr:`verification`, :attr:`measurements`, :attr:`state`, :attr:`errors`, :attr:`result`.
-    Actions: :meth:`start`, :meth:`stop`, :meth:`wait`, :meth:`select`, :meth:`select_best`,
-    :meth:`set_level`, :meth:`export`, :meth:`measure`, :meth:`add_measurements`.
+    The session's state, read through: :attr:`program`, :attr:`stats`, :attr:`history`,
+    :attr:`candidates`, :attr:`state`, :attr:`errors`, :attr:`verification`,
+    :attr:`measurements`, :attr:`result`, :attr:`done`. The view's own: :attr:`selected`,
+    :attr:`level`, :attr:`detail_svg`, :attr:`detail_code`. Actions: :meth:`start`, :meth:`stop`,
+    :meth:`wait`, :meth:`select`, :meth:`select_best`, :meth:`set_level`, :meth:`verified`,
+    :meth:`export`, :meth:`measure`, :meth:`add_measurements`.
+
+        >>> w = SearchExplorer(program, workers=1, max_kernel_ops=3)     # doctest: +SKIP
+        >>> SearchExplorer(ExplorerSession(program).start())              # doctest: +SKIP
     """
 
-    def __init__(self, program: KernelGraph, config: str | None = None, *, workers: int | None = None,
-                 executor: Any = None, checkpoint: Any = None, refresh_interval: float = 0.25,
-                 level: str = "block", title: str | None = None, autostart: bool = True,
-                 plots: bool = True, **settings: Any) -> None:
-        from ..search.runner import CancelToken, check_searchable
+    program = _from_session("program", "the searched program")
+    config = _from_session("config", "the search preset")
+    settings = _from_session("settings", "the search's other settings")
+    stats = _from_session("stats", "the latest SearchStats")
+    history = _from_session("history", "progress samples (dicts), what the progress plot draws")
+    candidates = _from_session("candidates", "CandidateRecords in the order found")
+    state = _from_session("state", f"one of {STATES}")
+    errors = _from_session("errors", "the search's error messages")
+    stopped_in = _from_session("stopped_in", "seconds from Stop to the search's end")
+    verification = _from_session("verification", "{index: EquivalenceResult or error text}")
+    measurements = _from_session("measurements", "{label: LatencyRow}")
+    result = _from_session("result", "the search so far as a SearchResult")
+    done = _from_session("done", "whether the search has ended")
 
-        check_searchable(program)  # a bad program fails here, in the caller's cell, not in a thread
+    def __init__(self, program: KernelGraph | ExplorerSession, config: str | None = None, *,
+                 workers: int | None = None, executor: Any = None, checkpoint: Any = None,
+                 refresh_interval: float = 0.25, level: str = "block", title: str | None = None,
+                 autostart: bool = True, plots: bool = True, **settings: Any) -> None:
         if level not in LEVELS:
             raise ValueError(f"level={level!r}: use one of {LEVELS}")
-        self.program = program
-        self.config = config
-        self.settings = dict(settings)
+        if isinstance(program, ExplorerSession):
+            if config is not None or settings or any(x is not None for x in (workers, executor, checkpoint)):
+                raise ValueError("SearchExplorer(session): the search settings are the session's; pass none here")
+            self.session = program
+        else:
+            self.session = ExplorerSession(program, config, workers=workers, executor=executor, checkpoint=checkpoint,
+                                           progress_interval=refresh_interval * 0.8, **settings)
         self.refresh_interval = float(refresh_interval)
-        self._search_kw = {"workers": workers, "executor": executor, "checkpoint": checkpoint}
-        self._cancel = CancelToken()
-        self._lock = threading.RLock()       # widget updates: search thread vs clicks
-        self._thread: threading.Thread | None = None
-        self._done = threading.Event()
+        self._lock = threading.RLock()       # widget updates: background events vs clicks
         self._last_flush = 0.0
         self._shown_candidates = -1
         self._pending_select: int | None = None
-        self._final: Finished | None = None
         self._svg_cache: dict[tuple[int, str], tuple[str | None, str]] = {}
         self._code_cache: dict[int, tuple[str, str]] = {}
-        self._verify_events: dict[int, threading.Event] = {}
-        self._verify_lock = threading.Lock()
-        self._measure_thread: threading.Thread | None = None
 
-        # ---- public state
-        self.stats = SearchStats()
-        self.history: list[dict[str, Any]] = []
-        self.candidates: list[CandidateRecord] = []
+        # ---- the view's own state
         self.selected: int | None = None
         self.level = level
         self.detail_svg: str | None = None
         self.detail_code: str = ""
         self.detail_code_origin: str = ""
-        self.verification: dict[int, Any] = {}
-        self.measurements: dict[str, Any] = {}
-        self.state = "idle"
-        self.errors: list[str] = []
-        self.stopped_in: float | None = None
 
         self._build(title, plots)
-        if autostart:
+        self._unsubscribe = self.session.subscribe(self._on_event)
+        if self.session.candidates:  # a view over a session that has already found candidates
+            self._pending_select = self.session.candidates[0].index
+        self._flush(force=True)
+        if autostart and self.session.state == "idle":
             self.start()
 
     # ================================================================== layout
@@ -182,71 +192,43 @@ class SearchExplorer(W.VBox):
         self.add_class("mlab-explorer")
         self._paint_progress()
 
-    # ================================================================== search thread
+    # ================================================================== session events
     def start(self) -> None:
         """Start the search (done by the constructor unless ``autostart=False``)."""
-        if self._thread is not None:
+        if self.session.state != "idle":
             raise RuntimeError("this explorer's search has already started; make a new one with mi.lab.explore")
-        self.state = "running"
-        self._t0 = time.monotonic()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="mirage_lab-explorer")
-        self._thread.start()
+        self.session.start()
 
-    def _run(self) -> None:
-        from ..search.runner import search
-
-        try:
-            events = search(self.program, self.config, cancel=self._cancel,
-                            progress_interval=self.refresh_interval * 0.8, **self._search_kw, **self.settings)
-            for ev in events:
-                force = self._on_event(ev)
-                self._flush(force)
-            if self._final is None and self.state == "running":
-                self.state = "error" if self.errors else "finished"
-        except Exception as e:  # shown in the widget: a background thread must not die silently
-            self.errors.append(f"{type(e).__name__}: {e}")
-            self.state = "error"
-        finally:
-            if self.state == "running":
-                self.state = "stopped" if self._cancel.is_set() else "finished"
-            self._done.set()
+    def _on_event(self, ev: SessionEvent) -> None:
+        """Repaint what ``ev`` changed (called on the thread that caused it)."""
+        if isinstance(ev, ProgressUpdated):
+            self._flush()
+        elif isinstance(ev, CandidateAdded):
+            with self._lock:
+                first = self.selected is None and self._pending_select is None
+                if first:
+                    self._pending_select = ev.record.index
+            self._flush(force=first)  # show the first candidate at once
+        elif isinstance(ev, (StateChanged, SearchEnded, ErrorReported, StopRequested)):
             self._flush(force=True)
-
-    def _on_event(self, ev: Any) -> bool:
-        """Record one event; returns whether the widgets should refresh now."""
-        with self._lock:
-            if isinstance(ev, Progress):
-                self.stats = ev.stats
-                self._record_history()
-                return False
-            if isinstance(ev, CandidateFound):
-                rec = CandidateRecord.from_graph(ev.index, ev.graph, ev.info, time.monotonic() - self._t0)
-                self.candidates.append(rec)
-                self.stats.candidates = len(self.candidates)
-                if self.selected is None and self._pending_select is None:
-                    self._pending_select = rec.index
-                    return True  # show the first candidate at once
-                return False
-            if isinstance(ev, Finished):
-                self._final = ev
-                self.stats = ev.stats
-                self.stats.candidates = len(self.candidates)
-                self._record_history()
-                self.state = "stopped" if ev.cancelled else "finished"
-                if ev.cancelled and self._cancel_at is not None:
-                    self.stopped_in = time.monotonic() - self._cancel_at
-                return True
-            if isinstance(ev, SearchError):
-                self.errors.append(ev.message)
-                return True
-        return False
-
-    _cancel_at: float | None = None
-
-    def _record_history(self) -> None:
-        self.history.append(_sample(self.stats, len(self.candidates)))
-        if len(self.history) > _MAX_HISTORY:  # a long search: keep every other old sample
-            self.history = self.history[: -_MAX_HISTORY // 2: 2] + self.history[-_MAX_HISTORY // 2:]
+        elif isinstance(ev, VerificationDone):
+            with self._lock:
+                if self.selected == ev.index:
+                    self._paint_verification(ev.index)
+        elif isinstance(ev, MeasurementsAdded):
+            self._measurements_added()
+        elif isinstance(ev, MeasureFinished):
+            n = ev.candidates
+            with self._lock:
+                self.message.value = (f"✓ measured {n} candidate{'s' if n != 1 else ''}" if ev.error is None else
+                                      f"<span {_ERROR_STYLE}>measurement failed: {html.escape(ev.error)}</span>")
+                self.measure_button.disabled = False
+        elif isinstance(ev, Exported):
+            lat = f"{ev.latency_us:.3g} µs measured" if ev.latency_us is not None else "latency not measured (no GPU)"
+            with self._lock:
+                self.message.value = (f"✓ wrote <code>{html.escape(str(ev.path))}</code> ({ev.lines} lines; {lat}). "
+                                      "<code>import</code> it and call <code>forward(*tensors)</code> with CUDA "
+                                      "tensors.")
 
     # ================================================================== painting
     def _flush(self, force: bool = False) -> None:
@@ -256,18 +238,21 @@ class SearchExplorer(W.VBox):
         with self._lock:
             self._last_flush = now
             self._paint_progress()
-            if len(self.candidates) != self._shown_candidates:
-                self._shown_candidates = len(self.candidates)
-                self.table.set_records(self.candidates)
+            cands = self.session.candidates
+            if len(cands) != self._shown_candidates:
+                self._shown_candidates = len(cands)
+                self.table.set_records(cands)
             self._paint_figure()
             if self._pending_select is not None and self.selected is None:
                 idx, self._pending_select = self._pending_select, None
                 self._select_locked(idx)
 
     def _paint_progress(self) -> None:
-        s, n = self.stats, len(self.candidates)
-        cards = progress.stat_cards_html(s, n, progress.recent_rate(self.history))
-        status = progress.status_html(self.state, s, n, self.errors)
+        s, n = self.session.stats, len(self.session.candidates)
+        state = self.session.state
+        shown = "stopping" if state == "running" and self.session.cancel_requested else state
+        cards = progress.stat_cards_html(s, n, progress.recent_rate(self.session.history))
+        status = progress.status_html(shown, s, n, self.session.errors)
         with ExitStack() as st:
             for w in (self.progress_html, self.subtrees, self.subtrees_label, self.status, self.stop_button):
                 st.enter_context(w.hold_sync())
@@ -277,20 +262,21 @@ class SearchExplorer(W.VBox):
             self.subtrees.max = total
             self.subtrees.value = min(s.subtrees_done, total)
             self.subtrees.bar_style = {"finished": "success", "stopped": "warning", "error": "danger"}.get(
-                self.state, "info")
+                state, "info")
             self.subtrees_label.value = f"{s.subtrees_done} / {s.subtrees_total or '?'}"
-            self.stop_button.disabled = self.state != "running"
+            self.stop_button.disabled = shown != "running"
 
     def _paint_figure(self) -> None:
         fig = self.figure
         if fig is None:
             return
-        xs = [h["elapsed"] for h in self.history]
+        hist = list(self.session.history)
+        xs = [h["elapsed"] for h in hist]
         with fig.batch_update():
-            fig.data[0].x, fig.data[0].y = xs, [h["states"] for h in self.history]
-            fig.data[1].x, fig.data[1].y = xs, [h["candidates"] for h in self.history]
-            fig.layout.yaxis2.dtick = candidate_dtick(len(self.candidates))
-            if self.history and fig.layout.annotations:
+            fig.data[0].x, fig.data[0].y = xs, [h["states"] for h in hist]
+            fig.data[1].x, fig.data[1].y = xs, [h["candidates"] for h in hist]
+            fig.layout.yaxis2.dtick = candidate_dtick(len(self.session.candidates))
+            if hist and fig.layout.annotations:
                 fig.layout.annotations = []
 
     def _show_plot(self, which: str) -> None:
@@ -308,7 +294,8 @@ class SearchExplorer(W.VBox):
         from ..runtime.profile import floor_us
         from ..viz.plots import latency_figure
 
-        new = latency_figure(self.measurements, floor_us=floor_us(self.program)).update_layout(width=PLOT_WIDTH)
+        rows = list(self.session.measurements.values())
+        new = latency_figure(rows, floor_us=floor_us(self.program)).update_layout(width=PLOT_WIDTH)
         fw = self.latency_figure_widget
         if fw is None:
             self.latency_figure_widget = go.FigureWidget(new)
@@ -317,7 +304,19 @@ class SearchExplorer(W.VBox):
         fw.add_traces(list(new.data))
         fw.layout = new.layout
 
+    def _measurements_added(self) -> None:
+        with self._lock:
+            self.table.refresh()
+            if self.figure is not None and self.plot_choice.value != "latency":
+                self.plot_choice.value = "latency"  # repaints through the observer
+            elif self.figure is not None:
+                self._paint_latency_figure()
+
     # ================================================================== selection and detail
+    def record(self, index: int) -> CandidateRecord:
+        """The candidate found ``index``-th (the session's record)."""
+        return self.session.record(index)
+
     def select(self, index: int) -> None:
         """Show candidate ``index`` (the order found) in the detail pane and verify it in the background."""
         with self._lock:
@@ -325,19 +324,10 @@ class SearchExplorer(W.VBox):
 
     def select_best(self) -> int | None:
         """Select the fastest measured candidate, else the cheapest by static cost; returns its index."""
-        if not self.candidates:
-            return None
-        timed = [r for r in self.candidates if r.latency_us is not None]
-        best = (min(timed, key=lambda r: (r.latency_us, r.index)) if timed else
-                min(self.candidates, key=lambda r: (r.kernels, r.bytes, r.index)))
-        self.select(best.index)
-        return best.index
-
-    def record(self, index: int) -> CandidateRecord:
-        for r in self.candidates:
-            if r.index == index:
-                return r
-        raise IndexError(f"no candidate {index}; the search has found {len(self.candidates)}")
+        best = self.session.best_index()
+        if best is not None:
+            self.select(best)
+        return best
 
     def _select_locked(self, index: int) -> None:
         rec = self.record(index)
@@ -360,7 +350,11 @@ class SearchExplorer(W.VBox):
             self.export_path.value = rec.module_name
             self.export_button.disabled = False
         self._paint_drawing()
-        self._verify_async(index)
+        if index in self.session.verification:
+            self._paint_verification(index)
+        else:
+            self.verify_html.value = detail.verification_html(None, running=True)
+            self.session.verify(index)
 
     def set_level(self, level: str) -> None:
         """Draw the selected candidate at ``level``: kernel, block, thread or all."""
@@ -376,43 +370,15 @@ class SearchExplorer(W.VBox):
         if self.selected is None:
             return
         key = (self.selected, self.level)
+        graph = self.record(self.selected).graph
         if key not in self._svg_cache:
-            self._svg_cache[key] = detail.drawing_svg(self.record(self.selected).graph, self.level)
+            self._svg_cache[key] = detail.drawing_svg(graph, self.level)
         svg, reason = self._svg_cache[key]
         self.detail_svg = svg
-        self.drawing.value = detail.drawing_pane_html(svg, reason, self.record(self.selected).graph)
-
-    def _verify_async(self, index: int) -> None:
-        shown = self.selected == index
-        if index in self.verification:
-            if shown:
-                self._paint_verification(index)
-            return
-        if shown:
-            self.verify_html.value = detail.verification_html(None, running=True)
-        if index in self._verify_events:
-            return
-        ev = self._verify_events[index] = threading.Event()
-
-        def work() -> None:
-            from ..verify import equivalent
-
-            with self._verify_lock:  # one at a time: verifications share the CPU with the search
-                try:
-                    res: Any = equivalent(self.program, self.record(index).graph)
-                    err = None
-                except Exception as e:  # reported in the pane
-                    res, err = None, f"{type(e).__name__}: {e}"
-            self.verification[index] = res if err is None else err
-            ev.set()
-            with self._lock:
-                if self.selected == index:
-                    self._paint_verification(index)
-
-        threading.Thread(target=work, daemon=True, name=f"mirage_lab-verify-{index}").start()
+        self.drawing.value = detail.drawing_pane_html(svg, reason, graph)
 
     def _paint_verification(self, index: int) -> None:
-        v = self.verification[index]
+        v = self.session.verification[index]
         self.verify_html.value = (detail.verification_html(None, error=v) if isinstance(v, str)
                                   else detail.verification_html(v))
 
@@ -422,13 +388,7 @@ class SearchExplorer(W.VBox):
         index = self.selected if index is None else index
         if index is None:
             raise ValueError("no candidate selected")
-        if index not in self._verify_events and index not in self.verification:
-            with self._lock:
-                self._verify_async(index)
-        ev = self._verify_events.get(index)
-        if ev is not None:
-            ev.wait(timeout)
-        return self.verification.get(index)
+        return self.session.verified(index, timeout)
 
     # ================================================================== control
     def stop(self, timeout: float | None = 5.0) -> bool:
@@ -436,163 +396,64 @@ class SearchExplorer(W.VBox):
 
         Returns whether it has ended. ``timeout=0`` only asks (the Stop button does that).
         """
-        if self._thread is None:
-            self.state = "stopped"
-            self._done.set()
-            return True
-        if not self._done.is_set() and not self._cancel.is_set():
-            self._cancel_at = time.monotonic()
-            self._cancel.cancel()
-            with self._lock:
-                self.stop_button.disabled = True
-                self.status.value = '<span class="mlab-status" data-state="stopping">■ stopping…</span>'
-        return self.wait(timeout) if timeout else self._done.is_set()
+        return self.session.stop(timeout)  # never under self._lock: the search thread repaints while it ends
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the search ends (or ``timeout`` s pass); returns whether it has ended."""
-        if self._thread is None:
-            return self._done.is_set()
-        self._thread.join(timeout)
-        return self._done.is_set()
+        return self.session.wait(timeout)
 
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    @property
-    def result(self) -> Any:
-        """The search so far as a :class:`mirage_lab.search.SearchResult` (candidates, costs, stats)."""
-        from ..search.cost import static_cost
-        from ..search import SearchResult
-
-        graphs = [r.graph for r in self.candidates]
-        return SearchResult(self.program, graphs, [static_cost(g) for g in graphs], self.stats,
-                            cancelled=self.state == "stopped", errors=list(self.errors),
-                            measurements=dict(self.measurements))
-
-    # ================================================================== export
+    # ================================================================== export and measurements
     def export(self, path: str | Path | None = None, index: int | None = None) -> Path:
         """Write candidate ``index`` (default: the selected one) as a standalone module; returns its path.
 
-        The module is the runtime's export (:func:`mirage_lab.runtime.export`): generated
-        Numba-CUDA kernels plus ``forward(*tensors)``. Its docstring records the measured
-        latency when there is one, and says "not measured" on a machine without a GPU.
+        See :meth:`ExplorerSession.export`; the path defaults to the one in the Export box.
         """
-        from ..runtime.export import export
-
         index = self.selected if index is None else index
         if index is None:
             raise ValueError("no candidate selected: select one (click a row, or w.select(i)) first")
-        rec = self.record(index)
-        p = Path(path or self.export_path.value or rec.module_name)
-        device = None
-        if rec.latency_us is not None:
-            import torch
-
-            device = torch.cuda.get_device_name() if torch.cuda.is_available() else None
-        v = rec.lowered  # export exactly the lowering that was timed (threads per block, codegen options)
-        out = export(v.graph if v is not None else rec.graph, p, latency_us=rec.latency_us, device=device,
-                     options=v.options if v is not None else None)
-        lines = out.read_text().count("\n")
-        lat = f"{rec.latency_us:.3g} µs measured" if rec.latency_us is not None else "latency not measured (no GPU)"
-        self.message.value = (f"✓ wrote <code>{html.escape(str(out))}</code> ({lines} lines; {lat}). "
-                              f"<code>import</code> it and call <code>forward(*tensors)</code> with CUDA tensors.")
-        return out
+        return self.session.export(index, path or self.export_path.value or None)
 
     def _export_clicked(self) -> None:
         try:
             self.export()
         except Exception as e:  # shown in the widget instead of a traceback nobody sees
-            self.message.value = f'<span style="color:#b71c1c">export failed: {html.escape(str(e))}</span>'
+            self.message.value = f"<span {_ERROR_STYLE}>export failed: {html.escape(str(e))}</span>"
 
-    # ================================================================== measurements
-    def add_measurements(self, measurements: Any) -> None:
-        """Merge measured latencies: ``{name: median_us | Timing | {mode: Timing}}`` or a runtime ``Selection``.
-
-        Names ``"candidate 3"`` set candidate 3's latency in the table; other names (the
-        profiler's ``torch_eager``, ``torch_cuda_graph``, ``torch_compile``) are baselines.
-        """
-        if hasattr(measurements, "candidates") and hasattr(measurements, "best"):  # a Selection
-            by_graph = {id(r.graph): r.index for r in self.candidates}
-            items = [(f"candidate {by_graph[id(c.graph)]}", c) for c in measurements.candidates
-                     if id(c.graph) in by_graph]
-        else:
-            items = list(dict(measurements).items())
-        with self._lock:
-            for name, value in items:
-                self._apply_measurement(str(name), value)
-            self.table.refresh()
-            if self.figure is not None and self.plot_choice.value != "latency":
-                self.plot_choice.value = "latency"  # repaints through the observer
-            elif self.figure is not None:
-                self._paint_latency_figure()
-
-    def _apply_measurement(self, name: str, value: Any) -> None:
-        from ..viz.plots import latency_rows
-
-        lowered = None
-        if hasattr(value, "timings") and hasattr(value, "error"):  # a pipeline VariantResult (or profile.Candidate)
-            lowered = getattr(value, "variant", None)
-            err, value = value.error, (value.timings or None)
-        else:
-            err = None
-        m = re.fullmatch(r"candidate (\d+)", name)
-        rec = None
-        if m:
-            try:
-                rec = self.record(int(m.group(1)))
-            except IndexError:
-                rec = None
-        rows = latency_rows({name: value}) if value is not None else []
-        if rec is not None:
-            rec.latency_us = rows[0].median_us if rows else None
-            rec.measure_error = err if err else (None if rows else "not measured")
-            rec.lowered = lowered if rows else None
-        if rows:
-            self.measurements[name] = value
+    def add_measurements(self, rows: Iterable[LatencyRow]) -> None:
+        """Store latency rows measured elsewhere (:meth:`ExplorerSession.add_measurements`): the table's
+        latency column and the latency plot follow."""
+        self.session.add_measurements(rows)
 
     def measure(self, inputs: Any = None, *, baselines: bool = True, compile_mode: str | None = "default",
                 repeats: int = 200, block: bool = False) -> None:
-        """On a GPU: time the torch baselines, then every candidate, filling the table and the latency plot.
+        """On a GPU: time every unmeasured candidate, then the torch baselines (:meth:`ExplorerSession.measure`).
 
         Runs in the background (``block=True`` waits). Without a GPU it raises and says so.
         """
         if not gpu_available():
             raise RuntimeError("No GPU: latencies are measured on a CUDA machine (torch.cuda.is_available() is False)")
-        if self._measure_thread is not None and self._measure_thread.is_alive():
+        if self.session.measuring:
             return
-        todo = [(r.index, r.graph) for r in self.candidates if r.latency_us is None]
-
-        def work() -> None:
-            from .measure import measure
-
-            try:
-                measure(self.program, todo, inputs=inputs, baselines=baselines, compile_mode=compile_mode,
-                        repeats=repeats, on_result=lambda n, v: self.add_measurements({n: v}))
-                self.message.value = f"✓ measured {len(todo)} candidate{'s' if len(todo) != 1 else ''}"
-            except Exception as e:  # shown in the widget
-                self.message.value = f'<span style="color:#b71c1c">measurement failed: {html.escape(str(e))}</span>'
-            finally:
-                self.measure_button.disabled = False
-
         self.measure_button.disabled = True
         self.message.value = "⏳ measuring on the GPU…"
-        self._measure_thread = threading.Thread(target=work, daemon=True, name="mirage_lab-measure")
-        self._measure_thread.start()
-        if block:
-            self._measure_thread.join()
+        try:
+            self.session.measure(inputs, baselines=baselines, compile_mode=compile_mode, repeats=repeats, block=block)
+        except Exception:
+            self.measure_button.disabled = False
+            raise
 
     def __repr__(self) -> str:
         return (f"SearchExplorer({self.state}, {len(self.candidates)} candidates, states={self.stats.states}, "
                 f"selected={self.selected})")
 
 
-def explore(program: KernelGraph, config: str | None = None, **kwargs: Any) -> SearchExplorer:
+def explore(program: KernelGraph | ExplorerSession, config: str | None = None, **kwargs: Any) -> SearchExplorer:
     """Search ``program`` in the background and return the live explorer widget (display it in a cell).
 
     ``config`` and ``kwargs`` are :func:`mirage_lab.search.search`'s (``workers``,
     ``max_kernel_ops``, ``griddims``, ...) plus the widget's own (``refresh_interval``,
-    ``level``, ``title``, ``autostart``, ``plots``).
+    ``level``, ``title``, ``autostart``, ``plots``). Given an :class:`ExplorerSession`
+    instead, the widget shows that session.
 
         >>> w = explore(program, workers=1, max_kernel_ops=3)      # doctest: +SKIP
         >>> w                                                       # doctest: +SKIP

@@ -3,7 +3,8 @@
 Goes through the pipeline's autotuner (:func:`mirage_lab.pipeline.autotune`), the same one
 ``superoptimize`` and the CLI use: lowering variants compiled in parallel, checked against
 the float64 reference on inputs the program computes finitely, timed with CUDA-graph
-replay on L2-cold input copies. Needs a CUDA GPU; :func:`gpu_available` says whether there is one.
+replay on L2-cold input copies. Results arrive as the pipeline's typed records
+(``VariantResult``, ``LatencyRow``). Needs a CUDA GPU; :func:`gpu_available` says whether there is one.
 
     >>> gpu_available() in (True, False)
     True
@@ -14,18 +15,20 @@ from typing import Any, Callable, Sequence
 
 from ..ir.kernel_graph import KernelGraph
 from ..pipeline import gpu_available  # noqa: F401  (re-exported: the explorer asks it)
+from ..runtime.latency import LatencyRow, current_device
 
 
 def measure(program: KernelGraph, candidates: Sequence[tuple[int, KernelGraph]], *,
-            on_result: Callable[[str, Any], None], inputs: Sequence[Any] | None = None,
+            on_candidate: Callable[[int, Any, LatencyRow | None], None],
+            on_baselines: Callable[[list[LatencyRow]], None], inputs: Sequence[Any] | None = None,
             baselines: bool = True, compile_mode: str | None = "default", repeats: int = 200,
             tune_seconds: float = 60.0, should_stop: Callable[[], bool] = lambda: False) -> None:
-    """Tune every ``(index, graph)`` through the pipeline; call ``on_result(name, value)`` as results arrive.
+    """Tune every ``(index, graph)`` through the pipeline, reporting results as they arrive.
 
-    ``name`` is ``"candidate {index}"`` with the pipeline's ``VariantResult`` of that
-    candidate's fastest lowering so far (timings, or an error), then each baseline key
-    (``"torch_eager"``, ...) with its ``Timing``. The same autotuner as ``superoptimize``:
-    same inputs policy, same variants, same timing.
+    ``on_candidate(index, result, row)``: the pipeline's ``VariantResult`` of that candidate's
+    fastest lowering so far (or its first failure) and its ``LatencyRow`` (``None`` when it
+    failed). ``on_baselines(rows)``: the torch baselines' rows, once, at the end. The same
+    autotuner as ``superoptimize``: same inputs policy, same variants, same timing.
     """
     from ..pipeline import VariantDone, autotune
 
@@ -33,6 +36,7 @@ def measure(program: KernelGraph, candidates: Sequence[tuple[int, KernelGraph]],
         return
     index = [i for i, _ in candidates]
     best: dict[int, Any] = {}
+    device = current_device()
 
     def on_event(ev: Any) -> None:
         if not isinstance(ev, VariantDone):
@@ -43,11 +47,19 @@ def measure(program: KernelGraph, candidates: Sequence[tuple[int, KernelGraph]],
         better = r.ok and r.timings and (cur is None or not cur.ok or r.median_us < cur.median_us)
         if cur is None or better:
             best[ci] = r
-            on_result(f"candidate {ci}", r)
+            on_candidate(ci, r, r.latency_row(candidate=ci, device=device))
 
     which = ("all" if compile_mode else "eager") if baselines else False
     rep = autotune(program, [g for _, g in candidates], inputs=inputs, baselines=which, repeats=min(repeats, 100),
                    final_repeats=repeats, tune_seconds=tune_seconds, on_event=on_event)
-    for name, timing in rep.baselines.items():
-        if hasattr(timing, "median_us"):
-            on_result(name, timing)
+    # the finalists were timed again with more repeats after their VariantDone: report the final numbers
+    final: dict[int, Any] = {}
+    for r in rep.results:
+        ci = index[r.variant.candidate]
+        if r.ok and r.timings and (ci not in final or r.median_us < final[ci].median_us):
+            final[ci] = r
+    for ci, r in final.items():
+        on_candidate(ci, r, r.latency_row(candidate=ci, device=device))
+    rows = rep.baseline_rows()
+    if rows:
+        on_baselines(rows)

@@ -58,6 +58,8 @@ def status_html(state: str, stats: SearchStats, candidates: int, errors: Sequenc
         status = f"✓ finished in {stats.elapsed:.1f} s: {n} candidate{'s' if n != 1 else ''}"
     elif state == "stopped":
         status = f"■ stopped after {stats.elapsed:.1f} s: {n} candidate{'s' if n != 1 else ''} kept"
+    elif state == "stopping":  # cancel asked, the search not yet ended
+        status = "■ stopping…"
     elif state == "error":
         status = "✗ the search failed"
     else:

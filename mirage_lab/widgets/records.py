@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ir.kernel_graph import KernelGraph
+from ..runtime.latency import LatencyRow
 
 
 def human_bytes(n: int | float | None) -> str:
@@ -42,7 +43,7 @@ class CandidateRecord:
     bytes: int                              # the search's static estimate of device-memory traffic
     hash: str
     found_at: float = 0.0                   # seconds into the search
-    latency_us: float | None = None         # measured on a GPU (CUDA-graph replay, median)
+    latency: LatencyRow | None = None       # measured on a GPU (the fastest lowering's CUDA-graph replay)
     measure_error: str | None = None        # why a measurement failed (compile error, wrong result)
     lowered: Any = None                     # the tuned lowering that was timed: a pipeline Variant (graph, options)
     info: dict[str, Any] = field(default_factory=dict)
@@ -62,6 +63,11 @@ class CandidateRecord:
                    grids=[tuple(b.grid_dim) for b in bgs], forloop_ranges=[b.forloop_range for b in bgs],
                    bytes=int(info["bytes"]), hash=str(info.get("hash") or graph.content_hash()),
                    found_at=found_at, info=info)
+
+    @property
+    def latency_us(self) -> float | None:
+        """The measured median (µs), if measured."""
+        return None if self.latency is None else self.latency.median_us
 
     @property
     def grid_text(self) -> str:

@@ -7,17 +7,21 @@ Skipped where libNVVM and ptxas are not installed.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from codegen_proc import HERE, run_script
 from codegen_ptx import toolchain
+from proc_helpers import ROOT, run_python
+
+HERE = Path(__file__).resolve().parent
 
 pytestmark = pytest.mark.skipif(toolchain() is None, reason="needs libNVVM and ptxas (a CUDA toolkit)")
 
 
 @pytest.fixture(scope="module")
 def ptx(tmp_path_factory) -> dict:
-    return run_script(HERE / "ptx_runner.py", [], tmp_path_factory.mktemp("ptx"), simulator=False, timeout=1500)
+    return run_python(HERE / "ptx_runner.py", tmp_path_factory.mktemp("ptx"), simulator=False, timeout=1500, cwd=ROOT)
 
 
 def _assert_clean(name: str, rows) -> None:
@@ -41,8 +45,8 @@ def test_wide_loads_are_vector_loads(ptx: dict) -> None:
 
 @pytest.fixture(scope="module")
 def ptx_mma(tmp_path_factory) -> dict:
-    return run_script(HERE / "ptx_runner.py", ["--mma"], tmp_path_factory.mktemp("ptx_mma"), simulator=False,
-                      timeout=1500)
+    return run_python(HERE / "ptx_runner.py", tmp_path_factory.mktemp("ptx_mma"), args=["--mma"], simulator=False,
+                      timeout=1500, cwd=ROOT)
 
 
 def test_mma_kernels_assemble_for_sm90(ptx_mma: dict) -> None:

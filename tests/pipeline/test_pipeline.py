@@ -9,7 +9,8 @@ from mirage_lab import examples as ex
 from mirage_lab.codegen import CodegenOptions
 from mirage_lab.pipeline import OptimizedGraph, lowering_variants, measuring_inputs, plan_variants
 
-from pipe_helpers import ROOT, SMALL_SEARCH, run_sim
+from pipe_helpers import ROOT, SMALL_SEARCH
+from proc_helpers import run_python
 
 
 def test_attention_inputs_are_scaled_until_the_program_is_finite():
@@ -115,7 +116,7 @@ print("RESULTS " + json.dumps({
 
 @pytest.mark.parametrize("fail_threads", [512])
 def test_simulator_superoptimize_calls_what_was_tuned_and_skips_failures(tmp_path, fail_threads):
-    r = run_sim(SIM_TUNE.replace("FAIL_THREADS", str(fail_threads)), tmp_path)
+    r = run_python(SIM_TUNE.replace("FAIL_THREADS", str(fail_threads)), tmp_path, timeout=900)
     assert r["kernel_options"] == r["measured_options"] and r["kernel_threads"] == r["measured_threads"]
     assert r["same_graph"]
     assert r["measured_threads"] != fail_threads and r["checked"] and fail_threads not in r["checked"]
@@ -137,4 +138,4 @@ xs = [torch.randn(4, 64).half(), torch.randn(64, 64).half()]
 run_graph(g, xs); run_graph(g, xs, options=CodegenOptions(max_stream_acc=64)); run_graph(g, xs, graph=True)
 print("RESULTS " + json.dumps(sorted(k[2].tag() for k in _BY_GRAPH[g])))
 '''
-    assert run_sim(code, tmp_path) == sorted([CodegenOptions().tag(), CodegenOptions(max_stream_acc=64).tag()])
+    assert run_python(code, tmp_path, timeout=900) == sorted([CodegenOptions().tag(), CodegenOptions(max_stream_acc=64).tag()])

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import textwrap
 
-from rt_helpers import run_py
+from proc_helpers import run_python
 
 EXPORT = textwrap.dedent('''
     import json, sys, importlib.util, torch
@@ -43,9 +43,9 @@ RUN_EXPORTED = textwrap.dedent('''
 
 
 def test_export_writes_a_standalone_module_that_runs_in_a_fresh_process(tmp_path):
-    info = run_py(EXPORT, tmp_path)
+    info = run_python(EXPORT, tmp_path)
     assert not info["imports_mirage"] and info["has_doc"] and info["has_shim"]
-    res = run_py(RUN_EXPORTED, tmp_path)
+    res = run_python(RUN_EXPORTED, tmp_path)
     assert not res["nan"] and res["shape"] == [2, 1, 32]
     assert res["rel"] < 2e-3
 
@@ -73,7 +73,7 @@ RUNTIME = textwrap.dedent('''
 
 
 def test_compiled_kernel_calls_under_the_simulator(tmp_path):
-    res = run_py(RUNTIME, tmp_path)
+    res = run_python(RUNTIME, tmp_path)
     assert all(e < 2e-3 for e in res["rel"]), res["rel"]
     assert "takes 3 inputs" in res["wrong"]
     assert res["report"] > 0

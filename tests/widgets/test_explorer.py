@@ -12,6 +12,7 @@ import pytest
 
 import mirage_lab as mi
 from mirage_lab import examples as ex
+from mirage_lab.runtime import LatencyRow
 from mirage_lab.widgets import SearchExplorer
 from mirage_lab.widgets.measure import gpu_available
 from mirage_lab.widgets.table import NBSP
@@ -139,7 +140,10 @@ def test_full_run_sort_export_and_measurements(tmp_path):
     assert "wrote" in w.message.value and "not measured" in w.message.value
 
     # Measurements from a GPU run fill the latency column and the latency plot.
-    w.add_measurements({f"candidate {best}": 12.5, "torch_eager": 40.0, "torch_cuda_graph": 30.0})
+    with pytest.raises(TypeError, match="LatencyRow"):  # one typed shape: no guessing what a number meant
+        w.add_measurements({f"candidate {best}": 12.5})
+    w.add_measurements([LatencyRow(f"candidate {best}", "candidate", 12.5, candidate=best),
+                        LatencyRow("torch eager", "baseline", 40.0), LatencyRow("torch + CUDA graph", "baseline", 30.0)])
     assert w.record(best).latency_us == 12.5
     assert any("12.5 µs" in t for t in _row_texts(w))
     fig = w.latency_figure_widget
@@ -187,3 +191,40 @@ def test_detail_pane_without_graphviz_shows_the_reason_and_the_printed_graph(mon
     assert svg is None and "apt-get install graphviz" in reason
     pane = detail.drawing_pane_html(svg, reason, g)
     assert "Drawing unavailable" in pane and "forloop_range=4" in pane and "<svg" not in pane
+
+
+def test_a_view_over_a_session_and_the_measure_path(monkeypatch):
+    # The widget is a view: it can be made over a session that has run, and repaints from its events.
+    import mirage_lab.pipeline
+    import mirage_lab.widgets.explorer as explorer_mod
+    import mirage_lab.widgets.measure as measure_mod
+    from mirage_lab.widgets import ExplorerSession
+    from mirage_lab.widgets.records import CandidateRecord
+
+    from .test_session import fake_autotune
+
+    s = ExplorerSession(program())
+    s.stop()
+    for i, grid in enumerate((8, 16)):
+        s.candidates.append(CandidateRecord.from_graph(i, ex.rms_norm_linear_fused(4, 256, 256, grid=grid,
+                                                                                   forloop_range=4)))
+    with pytest.raises(ValueError, match="session's"):
+        SearchExplorer(s, workers=2)
+    w = mi.lab.explore(s)
+    assert w.session is s and w.candidates is s.candidates and w.selected == 0 and w.state == "stopped"
+    assert len(w.table.body.children) == 2 and 'data-state="stopped"' in w.status.value
+
+    # Measure on GPU, with the autotuner stood in for (the real one runs in test_explorer_gpu.py).
+    for mod in (measure_mod, explorer_mod):
+        monkeypatch.setattr(mod, "gpu_available", lambda: True)
+    monkeypatch.setattr(measure_mod, "current_device", lambda: "NVIDIA H100")
+    monkeypatch.setattr(mirage_lab.pipeline, "autotune", fake_autotune(fail=1))
+    w.measure_button.click()
+    assert _until(lambda: w.message.value.startswith("✓ measured 2 candidates"), 10), w.message.value
+    assert not w.measure_button.disabled and s.record(0).latency_us == 15.0
+    rows = _row_texts(w)
+    assert "15 µs" in rows[0] and "error" in rows[1]
+    fig = w.latency_figure_widget
+    assert w.plot_choice.value == "latency" and [list(t.y) for t in fig.data] == [["candidate 0"], ["torch eager"]]
+    assert "NVIDIA H100" in fig.layout.title.text
+    assert w.select_best() == 0

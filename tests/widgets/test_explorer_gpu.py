@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from mirage_lab import examples as ex
+from mirage_lab.runtime import LatencyRow
 from mirage_lab.widgets import CandidateRecord, SearchExplorer
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600),
@@ -27,7 +28,9 @@ def test_measure_on_gpu_fills_the_table_the_plot_and_the_export(tmp_path):
     assert w.message.value.startswith("✓ measured 2 candidates"), w.message.value
     for r in w.candidates:
         assert r.measure_error is None and 0 < r.latency_us < 10_000, (r.latency_us, r.measure_error)
-    assert {"torch_eager", "torch_cuda_graph", "candidate 0", "candidate 1"} <= set(w.measurements)
+    assert {"torch eager", "torch + CUDA graph", "candidate 0", "candidate 1"} <= set(w.measurements)
+    assert all(isinstance(r, LatencyRow) and r.device == torch.cuda.get_device_name() for r in w.measurements.values())
+    assert all(r.lowered is not None and r.latency.options.startswith(f"t{r.lowered.threads}/") for r in w.candidates)
     rows = [b.description.replace("\u00a0", " ") for b in w.table.body.children]
     assert all("µs" in row for row in rows)
     fig = w.latency_figure_widget
