@@ -14,7 +14,7 @@ from .block_kernel import KernelInfo
 from .source import Src
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..ir.kernel_graph import DTensor, KernelGraph, KNOp
+    from ..ir.kernel_graph import KernelGraph, KNOp
 
 _TORCH_DT = {"float16": "torch.float16", "bfloat16": "torch.bfloat16", "float32": "torch.float32"}
 

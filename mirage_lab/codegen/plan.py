@@ -18,7 +18,7 @@ Decides, from the μGraph alone:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import CodegenError
@@ -32,6 +32,9 @@ SMEM_LIMIT_FLOATS = 48 * 1024 // 4  # numba declares shared arrays statically: 4
 MAX_REG_ELEMS = 16                  # per-thread accumulator elements kept in scalar registers
 MAX_STREAM_ACC = 64                 # M * vw partial sums per thread for a streamed matmul
 MAX_STREAM_RED_FLOATS = 4096        # per-iteration cross-thread reduction buffer (16 KB)
+AXIS_VARS = ("bx", "by", "bz")      # the generated kernels' names of blockIdx.x / .y / .z
+PREFETCH_WORDS = 64                 # staged-loader words a thread may hold in registers at the loop top
+MAX_MMA_ACC = 64                    # float32 sums a thread may keep across the loop for a staged tensor-core matmul
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,154 @@
+"""Input loaders of a generated kernel: tile addresses, vector loads, staging into shared memory.
+
+A staged tile is loaded into registers (an iteration, or ``pipeline_depth`` iterations, ahead
+when it fits) and stored to shared memory as float32; part of :mod:`.block_kernel`.
+"""
+from __future__ import annotations
+
+from .plan import AXIS_VARS, PREFETCH_WORDS, Loader
+from .source import Src, add, dot, mul, prod, row_strides, unravel
+
+
+class LoaderEmitter:
+    """Tile bases, vector loads and their decoding, staged tiles (prefetched or looped)."""
+
+    # ------------------------------------------------------------------ loaders
+    def loader_unit(self, ld: Loader) -> int:
+        return ld.epw if ld.view == "int32" else 1
+
+    def loader_base(self, s: Src, ld: Loader) -> None:
+        """Block part of the tile's first word, and the per-iteration word step."""
+        strides = row_strides(ld.dims)
+        unit = self.loader_unit(ld)
+        grid = self.bg.grid_dim
+        terms = []
+        self._it_step = getattr(self, "_it_step", {})
+        step = 0
+        for k in range(len(ld.dims)):
+            axis = next((a for a in range(3) if grid[a] > 1 and ld.imap[a] == k), None)
+            scale = ld.tile[k] * strides[k] // unit
+            if axis is not None:
+                per_block = scale * (self.FR if ld.fmap == k else 1)
+                terms.append(mul(AXIS_VARS[axis], per_block))
+            if ld.fmap == k:
+                step = scale
+        self._it_step[ld.index] = step
+        s(f"lb{ld.index} = {add(*terms)}")
+
+    def loader_word(self, ld: Loader, it: str = "it") -> str:
+        """Expression of the first word of the tile of iteration ``it``."""
+        step = self._it_step[ld.index]
+        if ld.fmap >= 0 and not ld.invariant and self.FR > 1:
+            return add(f"lb{ld.index}", mul(it, step))
+        return f"lb{ld.index}"
+
+    def load_expr(self, ld: Loader, word: str) -> str:
+        n = ld.vw // self.loader_unit(ld)
+        if n == 4:
+            return f"ldg4(in{ld.index}, {word})"
+        if n == 2:
+            return f"ldg2(in{ld.index}, {word})"
+        return f"in{ld.index}[{word}]"
+
+    def decode(self, ld: Loader, reg: str) -> list[str]:
+        """Float32 expressions of the ``vw`` elements held in register(s) ``reg``."""
+        nw = ld.vw // self.loader_unit(ld)
+        words = [f"{reg}[{q}]" for q in range(nw)] if nw > 1 else [reg]
+        out = []
+        for w in words:
+            if ld.dtype == "float32":
+                out.append(f"u2f({w})")
+            elif ld.view == "int16":
+                out.append(f"h2f({w})" if ld.dtype == "float16" else f"bf2f({w})")
+            elif ld.dtype == "float16":
+                out += [f"h2f({w})", f"h2f({w} >> 16)"]
+            else:
+                out += [f"bf2f({w})", f"bf2f({w} >> 16)"]
+        return out
+
+    def staged_vectors(self, ld: Loader) -> tuple[int, int]:
+        nv = prod(ld.tile) // ld.vw
+        return nv, -(-nv // self.T)
+
+    def staged_word(self, ld: Loader, v: str, it: str = "it") -> str:
+        unit = self.loader_unit(ld)
+        strides = row_strides(ld.dims)
+        nvr = ld.tile[-1] // ld.vw
+        row = v if nvr == 1 else f"{v} // {nvr}"
+        col = "0" if nvr == 1 else f"{v} % {nvr}"
+        tix = unravel(row, ld.tile[:-1]) if len(ld.tile) > 1 else []
+        rowpart = dot(tix, [st // unit for st in strides[:-1]])
+        return add(self.loader_word(ld, it), rowpart, mul(col, ld.vw // unit))
+
+    def staged_prefetchable(self, ld: Loader) -> bool:
+        nv, nj = self.staged_vectors(ld)
+        return nj * max(1, ld.vw // self.loader_unit(ld)) <= PREFETCH_WORDS
+
+    def staged_piped(self, ld: Loader) -> bool:
+        """A staged tile loaded into registers an iteration (or ``depth`` iterations) ahead."""
+        if self.FR <= 1 or ld.invariant or ld.mode != "staged" or not self.staged_prefetchable(ld):
+            return False
+        _, nj = self.staged_vectors(ld)
+        return self.depth == 1 or nj * max(1, ld.vw // self.loader_unit(ld)) * self.depth <= PREFETCH_WORDS
+
+    def issue_staged(self, s: Src, ld: Loader, it: str = "it", prefix: str = "r") -> bool:
+        """Emit the loads of a staged tile into registers; False if it is loaded in a loop instead."""
+        nv, nj = self.staged_vectors(ld)
+        if not self.staged_prefetchable(ld):
+            return False
+        nbytes = (ld.vw // self.loader_unit(ld)) * (4 if ld.view == "int32" else 2)
+        s.comment(f"load {ld.out.name} {list(ld.tile)} of in{ld.index}, iteration {it} ({nbytes}-byte loads)")
+        for j in range(nj):
+            v = f"tid + {self.T * j}" if j else "tid"
+            if (j + 1) * self.T > nv:
+                v = f"min({v}, {nv - 1})"
+            s(f"vi{j} = {v}")
+            s(f"{prefix}{ld.index}_{j} = {self.load_expr(ld, self.staged_word(ld, f'vi{j}', it))}")
+        return True
+
+    def store_staged(self, s: Src, ld: Loader, prefetched: bool) -> None:
+        nv, nj = self.staged_vectors(ld)
+        direct = [st for st in self.p.streams if st.mma and st.frag_owner and st.frag_direct is ld]
+        fused = self.fused_acc.get(ld.index, []) if prefetched else []
+        # a tile read only by tensor-core matmuls (its words are the A fragments) and by register-fused
+        # accumulators needs no float32 copy in shared memory
+        f32_copy = not all(self.frag_direct_reader(c, ld) or c in fused for c in self.consumers(ld.out))
+        buf = self.tbuf(ld.out, "persistent" if ld.invariant else "loop") if f32_copy else None
+        self.stage(s, writes=({buf.name} if buf else set()) | {f"frag{st.frag_offset}" for st in direct})
+
+        def store(s: Src, v: str, reg: str, j: int | None = None) -> None:
+            xs = self.decode(ld, reg)
+            if fused and j is not None:  # sum / mean / rms of each row, straight from the registers
+                names = [f"xh{ld.index}_{j}_{q}" for q in range(len(xs))]
+                s("; ".join(f"{nm} = {x}" for nm, x in zip(names, xs)))
+                xs = names
+                for op in fused:
+                    terms = [f"{x} * {x}" if op.attrs["acc"] == "rms" else x for x in xs]
+                    s(f"qf{op.guid}_{j} += {' + '.join(terms)}")
+            if buf is not None:
+                n = 4 if len(xs) % 4 == 0 else 2 if len(xs) % 2 == 0 else 1
+                base = mul(v, ld.vw)
+                for h in range(0, len(xs), n):
+                    if n == 1:
+                        s(f"{self.ref_buf(buf, add(base, str(h)))} = {xs[h]}")
+                    else:  # one 16- or 8-byte shared store (buffers start on 16 bytes; vw is a multiple of n)
+                        s(f"sts{n}(«&{buf.name}», {add(base, str(h))}, {', '.join(xs[h:h + n])})")
+            for st in direct:
+                self.direct_fragments(s, st, ld, v, reg)
+
+        if prefetched:
+            for j in range(nj):
+                v = f"tid + {self.T * j}" if j else "tid"
+                if (j + 1) * self.T > nv:
+                    with s.block(f"if {v} < {nv}:"):
+                        store(s, f"({v})" if j else "tid", f"r{ld.index}_{j}", j)
+                else:
+                    store(s, f"({v})" if j else "tid", f"r{ld.index}_{j}", j)
+        else:
+            s.comment(f"load {ld.out.name} {list(ld.tile)} of in{ld.index}")
+
+            def body(s: Src, v: str, i: int | None) -> None:
+                s(f"w = {self.load_expr(ld, self.staged_word(ld, v))}")
+                store(s, v, "w")
+
+            self.per_element(s, nv, body, unroll=False, var="vi")

@@ -1,0 +1,107 @@
+"""Matmuls of two staged tiles on tensor cores (``mma.m16n8k16``).
+
+Used for matmuls wider than a tensor-core stream takes (attention: ``QK^T`` and
+``exp(S) V`` with 16 or more query rows per block); part of :mod:`.block_kernel`.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import TYPE_CHECKING
+
+from .plan import staged_mma_fits
+from .source import Src, add, mul
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..ir.block_graph import STensor, TBOp
+
+
+class StagedMmaEmitter:
+    """16x8 output tiles dealt to warps, fragments packed from the float32 tiles."""
+
+    # ------------------------------------------------------------------ tensor-core staged matmul
+    def staged_mma_fits(self, op: "TBOp") -> bool:
+        return staged_mma_fits(op, self.T, self.options)
+
+    def mma_rounds(self, op: "TBOp") -> int:
+        """16x8 output tiles each warp takes."""
+        a, b = op.inputs
+        return -(-(a.dims[-2] // 16) * (b.dims[-1] // 8) // (self.T // 32))
+
+    def staged_mma(self, s: Src, op: "TBOp", epilogue: list["TBOp"], tail_acc: "TBOp | None",
+                   out_t: "STensor", reads: set[str], persist: bool = False) -> None:
+        """Each warp takes 16x8 output tiles in turn; A and B fragments are packed from the float32 tiles.
+
+        Fragment layout of ``mma.m16n8k16.row.col`` (lane = 4 g + t): A registers hold rows g and
+        g + 8, k pairs 2t and 2t + 8; B registers k pairs 2t and 2t + 8 of column g; the results
+        are rows g, g + 8 and columns 2t, 2t + 1 of the tile.
+        """
+        a, b = op.inputs
+        M, K, N = a.dims[-2], a.dims[-1], b.dims[-1]
+        reads |= {self.bufname(a), self.bufname(b)}
+        W = self.T // 32
+        NT, tiles = N // 8, (M // 16) * (N // 8)
+        cv = "f2h" if a.dtype.name == "float16" else "f2bf"
+        mma = "mma_f16" if a.dtype.name == "float16" else "mma_bf16"
+        g = op.guid
+        s.comment(f"{op.outputs[0].name} = matmul on tensor cores: {tiles} tiles of 16x8 over {W} warps, "
+                  f"{K // 16} k-steps each")
+        rounds = self.mma_rounds(op)
+
+        def tile_of(s: Src, j: int) -> None:
+            s(f"wl{g} = tid % 32")
+            s(f"wg{g} = wl{g} // 4")
+            s(f"wt{g} = wl{g} % 4")
+            tile = add("tid // 32", str(W * j))
+            s(f"tr{g} = ({tile}) // {NT} * 16 + wg{g}" if NT > 1 else f"tr{g} = ({tile}) * 16 + wg{g}")
+            s(f"tc{g} = ({tile}) % {NT} * 8" if NT > 1 else f"tc{g} = 0")
+
+        def guarded(s: Src, j: int):  # the same for the whole warp: every lane reaches the mma or none
+            return s.block(f"if tid // 32 + {W * j} < {tiles}:") if (j + 1) * W > tiles else nullcontext()
+
+        acc = [[f"pm{g}_{j}_{r}" for r in range(4)] for j in range(rounds)]
+        if persist:
+            t = tail_acc.outputs[0]
+            s.comment(f"{t.name} accumulates in the mma registers; written to shared memory after the loop")
+            for j in range(rounds):
+                self._red_inits.append("; ".join(f"{c} = f32(0.0)" for c in acc[j]))
+
+            def writeback(s: Src) -> None:
+                s.comment(f"{t.name} = the mma accumulators")
+                self.stage(s, writes={self.bufname(t)})
+                for j in range(rounds):
+                    with guarded(s, j):
+                        tile_of(s, j)
+                        for r, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
+                            e = add(mul(add(f"tr{g}", str(dr)), N), f"tc{g}", mul(f"wt{g}", 2), str(dc))
+                            s(f"{self.ref(t, e)} = {acc[j][r]}")
+
+            self.post_actions.insert(0, writeback)
+        for j in range(rounds):
+            with guarded(s, j):
+                tile_of(s, j)
+                if persist:
+                    c = acc[j]
+                else:
+                    c = [f"c{r}{g}" for r in range(4)]
+                    s("; ".join(f"{x} = f32(0.0)" for x in c))
+                with s.block(f"for kk in range({K // 16}):") if K > 16 else nullcontext():
+                    k0 = add(mul("kk", 16) if K > 16 else "0", mul(f"wt{g}", 2))
+                    ra, rb = mul(f"tr{g}", K), mul(f"(tr{g} + 8)", K)
+
+                    def pair(i0: str, i1: str, t: "STensor" = a) -> str:
+                        return f"pk16({cv}({self.ref(t, i0)}), {cv}({self.ref(t, i1)}))"
+
+                    for r, (row, ko) in enumerate(((ra, 0), (rb, 0), (ra, 8), (rb, 8))):
+                        s(f"a{r}{g} = {pair(add(row, k0, str(ko)), add(row, k0, str(ko + 1)))}")
+                    col = add(f"tc{g}", f"wg{g}")
+                    for r, ko in enumerate((0, 8)):
+                        s(f"b{r}{g} = {pair(add(mul(add(k0, str(ko)), N), col), add(mul(add(k0, str(ko + 1)), N), col), b)}")
+                    s(f"{', '.join(c)} = {mma}(a0{g}, a1{g}, a2{g}, a3{g}, b0{g}, b1{g}, {', '.join(c)})")
+                if persist:
+                    continue
+                for r, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
+                    s(f"v = {c[r]}")
+                    for e_op in epilogue:
+                        self.apply(s, e_op)
+                    e = add(mul(add(f"tr{g}", str(dr)), N), f"tc{g}", mul(f"wt{g}", 2), str(dc))
+                    self.finish_elem(s, tail_acc, out_t, e, None)
