@@ -13,6 +13,7 @@ through JUPYTER_PATH, so it tests the current build whether or not the package i
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import urllib.request
 import xml.etree.ElementTree as ET
@@ -200,7 +201,7 @@ def test_metric_colouring_and_legend(page):
     gqa.locator(".mlg-body").evaluate("e => { e.style.height = '720px'; }")  # as dragging its resize handle
     gqa.scroll_into_view_if_needed()
     gqa.screenshot(path=str(ARTIFACTS / "gqa_latency.png"))
-    if DOC_SHOT.parent.is_dir():
+    if os.environ.get("MIRAGE_LAB_UPDATE_DOC_IMAGES") == "1":  # a test run leaves the tracked docs alone
         shutil.copyfile(ARTIFACTS / "gqa_latency.png", DOC_SHOT)
 
 
