@@ -67,10 +67,17 @@ def with_block_dim(g: KernelGraph, threads: int) -> KernelGraph:
 
 
 def _uses_mma(g: KernelGraph, options: CodegenOptions) -> bool:
-    from ..codegen.plan import KernelPlan
+    """Whether ``options`` put any matmul of ``g`` on tensor cores (a stream, or two staged tiles)."""
+    from ..codegen.plan import KernelPlan, staged_mma_fits
 
     try:
-        return any(s.mma for op in g.customized_ops for s in KernelPlan(op.block_graph, options=options).streams)
+        for op in g.customized_ops:
+            plan = KernelPlan(op.block_graph, options=options)
+            if any(s.mma for s in plan.streams) or any(
+                    b.op_type == "matmul" and b.guid not in plan.stream_of and staged_mma_fits(b, plan.T, options)
+                    for b in op.block_graph.ops):
+                return True
+        return False
     except MirageLabError:
         return False
 

@@ -44,6 +44,16 @@ def test_variants_cover_threads_and_tensor_cores_and_drop_duplicates():
     assert not any(v.options.mma for v in narrow)
 
 
+def test_attention_with_wide_query_tiles_gets_tensor_core_variants():
+    # 32 queries per block: QK^T and exp(S)V are matmuls of two staged tiles (no mma stream); the
+    # tuner must still try them on tensor cores (it once relabelled these options as FMA)
+    g = ex.gqa_flashdecoding(1, 32, 16, 64, kv_splits=2, q_blocks=1, forloop_range=2)
+    vs = lowering_variants(g)
+    mma = [v for v in vs if v.options.mma]
+    assert mma and all("tiles of 16x8" in "".join(mi.codegen.generate_module(v.graph, options=v.options)
+                                                    .kernel_sources.values()) for v in mma)
+
+
 def test_every_candidate_gets_its_best_variant_first():
     cands = [ex.rms_norm_linear_fused(16, 1024, 1024, grid=g, forloop_range=4) for g in (16, 32, 64)]
     planned = plan_variants(cands)
