@@ -25,6 +25,7 @@ UNARY = {
     "relu": "v = max(v, f32(0.0))",
     "sqrt": "v = fsqrt(v)",
     "square": "v = v * v",
+    "sigmoid": "v = f32(1.0) / (f32(1.0) + fexp(-v))",
 }
 BINARY = {"add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "{a} / {b}",
           "pow": "f32(fpow({a}, {b}))"}

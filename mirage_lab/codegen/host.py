@@ -26,6 +26,7 @@ _TORCH_OPS = {
     "relu": "torch.relu({0})",
     "sqrt": "torch.sqrt({0})",
     "square": "torch.square({0})",
+    "sigmoid": "torch.sigmoid({0})",
     "add": "torch.add({0}, {1})",
     "mul": "torch.mul({0}, {1})",
     "div": "torch.div({0}, {1})",

@@ -16,11 +16,12 @@ from typing import Any, Sequence
 
 from ..ir.block_graph import BlockGraph, STensor
 from ..ir.kernel_graph import DTensor, KernelGraph
+from ..ops import KERNEL, binary_ops, unary_ops
 from . import terms as T
 from .terms import Expr, ExprError
 
-_UNARY = ("exp", "square", "sqrt", "silu", "gelu", "relu")
-_BINARY = ("add", "mul", "div", "pow")
+_UNARY = unary_ops(attrs=False)   # the ops table's (mirage_lab.ops); clamp and mul_scalar have attributes
+_BINARY = binary_ops(level=KERNEL)
 
 
 def _matmul(a: Expr, b: Expr, k: int, a_dims: Sequence[int] | None = None, b_dims: Sequence[int] | None = None) -> Expr:

@@ -30,6 +30,7 @@ import threading
 import time
 from typing import Any, Iterable, Sequence
 
+from . import terms as T
 from .terms import Expr, ExprError, signatures, symbols, variables
 
 #: z3 resource limit per query. Every positive query of the spec examples and of the
@@ -65,10 +66,10 @@ class _Z3Model:
         self.fn = {
             "add": F("add", P, P, P), "mul": F("mul", P, P, P), "div": F("div", P, P, P),
             "pow": F("pow", P, P, P), "concat": F("concat", P, P, P),
-            "exp": F("exp", P, P), "square": F("square", P, P), "sqrt": F("sqrt", P, P),
-            "silu": F("silu", P, P), "gelu": F("gelu", P, P), "relu": F("relu", P, P), "neg": F("neg", P, P),
             "clamp": F("clamp", R, R, P, P), "rms": F("rms", I, P, P), "sum": F("red", I, P, P),
         }
+        for name in T.UNARY_TERMS:  # exp, square, ..., neg: uninterpreted unary functions
+            self.fn[name] = F(name, P, P)
         self.sp = F("subpattern", P, P, B)
         self.vars: dict[int, Any] = {}
         self.axioms = self._axioms()
@@ -114,7 +115,7 @@ class _Z3Model:
         for name in ("add", "mul", "div", "pow"):
             g = f[name]
             ax.append(A([x, y], z3.And(sp(x, g(x, y)), sp(y, g(x, y))), patterns=[g(x, y)]))
-        for name in ("exp", "square", "sqrt", "silu", "gelu", "relu", "neg"):
+        for name in T.UNARY_TERMS:
             g = f[name]
             ax.append(A([x], sp(x, g(x)), patterns=[g(x)]))
         lo, hi = z3.Reals("lo hi", c)

@@ -23,13 +23,14 @@ from functools import lru_cache
 from typing import Any, Iterator
 
 from ..errors import MirageLabError
+from ..ops import names, unary_ops
 
 
 class ExprError(MirageLabError, ValueError):
     """An abstract expression could not be built (unknown op, bad arity, bad attribute)."""
 
 
-UNARY_TERMS = ("exp", "square", "sqrt", "silu", "gelu", "relu", "neg")
+UNARY_TERMS = unary_ops(attrs=False) + ("neg",)   # the ops table's (mirage_lab.ops), and negation
 BINARY_TERMS = ("add", "mul", "div", "pow")
 ALL_TERMS = ("var", "sum", "rms", "clamp", "concat") + UNARY_TERMS + BINARY_TERMS
 
@@ -181,14 +182,15 @@ sqrt = _unary("sqrt")
 silu = _unary("silu")
 gelu = _unary("gelu")
 relu = _unary("relu")
+sigmoid = _unary("sigmoid")
 neg = _unary("neg")
 add = _binary("add")
 mul = _binary("mul")
 div = _binary("div")
 pow_ = _binary("pow")
 
-CONSTRUCTORS = {"exp": exp, "square": square, "sqrt": sqrt, "silu": silu, "gelu": gelu, "relu": relu, "neg": neg,
-                "add": add, "mul": mul, "div": div, "pow": pow_}
+CONSTRUCTORS = {"exp": exp, "square": square, "sqrt": sqrt, "silu": silu, "gelu": gelu, "relu": relu,
+                "sigmoid": sigmoid, "neg": neg, "add": add, "mul": mul, "div": div, "pow": pow_}
 
 
 @lru_cache(maxsize=1 << 16)
@@ -208,7 +210,7 @@ def variables(e: Expr) -> frozenset[int]:
 
 #: Symbols no equivalence axiom looks inside (MIRAGE_SPEC §3): only add, mul, div and sum are
 #: rewritten, so each of these keeps the inputs its arguments mention under every rewrite.
-RIGID = ("exp", "square", "sqrt", "silu", "gelu", "relu", "neg", "pow", "clamp", "rms")
+RIGID = names(rigid=True) + ("neg", "rms")
 
 
 @lru_cache(maxsize=1 << 16)

@@ -44,6 +44,7 @@ UNARY = {
     "relu": torch.relu,
     "sqrt": torch.sqrt,
     "square": torch.square,
+    "sigmoid": torch.sigmoid,
 }
 BINARY = {
     "add": torch.add,

@@ -23,13 +23,14 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..errors import GraphBuildError
+from ..ops import BLOCK, binary_ops, unary_ops
 from . import shapes
 from .dtypes import DType
 from .kernel_graph import DTensor
 
 AXES = "xyz"
-UNARY_OPS = ("exp", "silu", "gelu", "relu", "sqrt", "square")
-BINARY_OPS = ("add", "mul", "div", "sub", "pow")
+UNARY_OPS = unary_ops(level=BLOCK, attrs=False)      # the ops table's (mirage_lab.ops)
+BINARY_OPS = binary_ops(level=BLOCK)
 ACCUM_KINDS = (None, "sum", "mean", "rms", "sum_todimx")
 BLOCK_OP_TYPES = ("input", "output", "matmul", "reduction", "rms_norm", "concat", "clamp", "mul_scalar",
                   "forloop_accum") + UNARY_OPS + BINARY_OPS
@@ -340,6 +341,10 @@ class BlockGraph:
 
     def square(self, x: STensor) -> STensor:
         return self._unary("square", x)
+
+    def sigmoid(self, x: STensor) -> STensor:
+        """``1 / (1 + exp(-x))`` element-wise."""
+        return self._unary("sigmoid", x)
 
     def clamp(self, x: STensor, lo: float, hi: float) -> STensor:
         lo_f, hi_f = _number("clamp (block graph)", "lo", lo), _number("clamp (block graph)", "hi", hi)

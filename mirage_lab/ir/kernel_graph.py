@@ -19,14 +19,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..errors import GraphBuildError
+from ..ops import KERNEL, binary_ops, unary_ops
 from . import shapes
 from .dtypes import DType, as_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
     from .block_graph import BlockGraph
 
-UNARY_OPS = ("exp", "silu", "gelu", "relu", "sqrt", "square")
-BINARY_OPS = ("add", "mul", "div", "pow")
+UNARY_OPS = unary_ops(level=KERNEL, attrs=False)     # the ops table's (mirage_lab.ops)
+BINARY_OPS = binary_ops(level=KERNEL)
 KERNEL_OP_TYPES = ("input", "matmul", "reduction", "rms_norm", "clamp", "customized") + UNARY_OPS + BINARY_OPS
 
 
@@ -191,6 +192,10 @@ class KernelGraph:
 
     def square(self, x: DTensor) -> DTensor:
         return self._unary("square", x)
+
+    def sigmoid(self, x: DTensor) -> DTensor:
+        """``1 / (1 + exp(-x))`` element-wise."""
+        return self._unary("sigmoid", x)
 
     def clamp(self, x: DTensor, lo: float, hi: float) -> DTensor:
         """Clamp every element into ``[lo, hi]``."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GraphBuildError, SerializationError
+from ..ops import BLOCK, KERNEL, binary_ops, unary_ops
 from .block_graph import BlockGraph
 from .dtypes import ALL_DTYPES
 from .kernel_graph import KernelGraph
@@ -188,9 +189,9 @@ def _load_kernel_op(g: KernelGraph, op: Any, where: str, tensors: dict[Any, Any]
         res = [g.clamp(ins[0], attrs["lo"], attrs["hi"])]
     elif typ == "rms_norm":
         res = [g.rms_norm(ins[0])]
-    elif typ in ("matmul", "add", "mul", "div", "pow"):
+    elif typ == "matmul" or typ in binary_ops(level=KERNEL):
         res = [getattr(g, typ)(ins[0], ins[1])]
-    elif typ in ("exp", "silu", "gelu", "relu", "sqrt", "square"):
+    elif typ in unary_ops(level=KERNEL, attrs=False):
         res = [getattr(g, typ)(ins[0])]
     else:
         raise SerializationError(f"corrupt μGraph JSON: {where} has unknown op type {typ!r}")
@@ -235,9 +236,9 @@ def _block_from_dict(d: dict[str, Any], dtensors: list[Any], where: str) -> Bloc
             res = bg.clamp(ins[0], a["lo"], a["hi"])
         elif typ == "mul_scalar":
             res = bg.mul_scalar(ins[0], a["scalar"])
-        elif typ in ("matmul", "add", "mul", "div", "sub", "pow"):
+        elif typ == "matmul" or typ in binary_ops(level=BLOCK):
             res = getattr(bg, typ)(ins[0], ins[1])
-        elif typ in ("exp", "silu", "gelu", "relu", "sqrt", "square", "rms_norm"):
+        elif typ == "rms_norm" or typ in unary_ops(level=BLOCK, attrs=False):
             res = getattr(bg, typ)(ins[0])
         else:
             raise SerializationError(f"corrupt μGraph JSON: {w} has unknown block op type {typ!r}")

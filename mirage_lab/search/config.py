@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
 from ..errors import MirageLabError
+from ..ops import BLOCK, KERNEL, elementwise_ops, names
 from ..verify.backends import BACKENDS
 
 # The default candidate sets, as Mirage's dim_strategy.cc has them.
@@ -24,9 +25,9 @@ DEFAULT_FRANGES = (4, 16, 64)
 GRID_DIVISORS = (8, 16, 32, 64, 128, 256)
 ATTENTION_GRID_DIVISORS = (8, 64, 128, 256)
 
-KERNEL_OPS = ("matmul", "exp", "square", "sqrt", "silu", "gelu", "relu", "clamp", "add", "mul", "div", "pow")
-BLOCK_OPS = ("matmul", "exp", "square", "sqrt", "silu", "gelu", "relu", "clamp", "add", "mul", "div", "pow",
-             "rms_norm")
+# the ops table's searched ops, in its order (mirage_lab.ops): matmul, the unary, the binary ones
+KERNEL_OPS = tuple(n for n in names(level=KERNEL, searched=True) if n != "rms_norm")
+BLOCK_OPS = names(level=BLOCK, searched=True)
 BLOCK_ACCUMS = (None, "sum", "rms")
 
 PRESETS = ("attention", "mlp", "lora", None)
@@ -121,6 +122,21 @@ class SearchConfig:
                 raise SearchConfigError(f"{k} must be a non-negative int, got {v!r}")
             kw[k] = tuple(v) if isinstance(v, list) else v
         return cls(**kw)
+
+    def with_program_ops(self, graph: Any) -> "SearchConfig":
+        """These settings, plus the element-wise ops ``graph`` uses that the op lists lack.
+
+        The search tries an op outside its default lists (``mirage_lab.ops``: ``searched=False``,
+        such as ``sigmoid``) only where the program has it: the space of other programs is unchanged.
+        """
+        used = {op.op_type for op in graph.ops}
+        extra_k = tuple(n for n in elementwise_ops(level=KERNEL) if n in used and n not in self.kernel_ops)
+        extra_b = tuple(n for n in elementwise_ops(level=BLOCK) if n in used and n not in self.block_ops)
+        if not extra_k and not extra_b:
+            return self
+        from dataclasses import replace
+
+        return replace(self, kernel_ops=self.kernel_ops + extra_k, block_ops=self.block_ops + extra_b)
 
     def fingerprint(self) -> str:
         d = asdict(self)

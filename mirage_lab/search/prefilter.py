@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Sequence
 
 from ..expr import Expr
+from ..ops import names
 
 
 @lru_cache(maxsize=1 << 16)
@@ -46,7 +47,7 @@ def degrees(e: Expr) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(out.items()))
 
 
-ATOMIC = frozenset({"exp", "sqrt", "square", "silu", "gelu", "relu", "clamp", "pow", "rms"})
+ATOMIC = frozenset(names(rigid=True)) | {"rms"}  # the ops table's rigid functions (mirage_lab.ops)
 
 
 @lru_cache(maxsize=1 << 16)

@@ -49,6 +49,7 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
     """
     check_searchable(graph)
     cfg = settings.pop("search_config", None) or SearchConfig.from_args(config, **settings)
+    cfg = cfg.with_program_ops(graph)  # ops outside the default lists, where this program uses them
     cancel = cancel or CancelToken()
     from .generator import Generator, Target
 

@@ -12,12 +12,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..ops import binary_ops, names, unary_ops
 from .arrays import digest_any
 
-UNARY = ("exp", "square", "sqrt", "silu", "gelu", "relu", "clamp")
-BINARY = ("add", "mul", "div", "pow")
-TYPE_RANK = {t: i for i, t in enumerate(("matmul", "exp", "square", "sqrt", "silu", "gelu", "relu", "clamp", "add",
-                                          "mul", "div", "pow", "rms_norm", "accum", "customized"))}
+# from the ops table (mirage_lab.ops); ops outside the default search rank after the others,
+# so a program without them orders its states exactly as before they existed
+UNARY = unary_ops()
+BINARY = binary_ops()
+TYPE_RANK = {t: i for i, t in enumerate(
+    names(searched=True)[:-1] + ("rms_norm", "accum", "customized")
+    + tuple(n for n in unary_ops(searched=False) + binary_ops(searched=False)))}
 
 
 @dataclass

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MirageLabError
+from ..ops import binary_ops, unary_ops
 
 P = 227
 Q = 113
@@ -64,8 +65,8 @@ assert (P - 1) % Q == 0 and PQ < 2 ** 16
 assert pow(EXP_BASE, Q, P) == 1 and EXP_BASE % P != 1
 assert (P + 1) // 4 == SQRT_EXP == (Q + 1) // 2
 
-UNARY_OPS = ("exp", "silu", "gelu", "relu", "sqrt", "square", "clamp", "mul_scalar", "inv")
-BINARY_OPS = ("add", "sub", "mul", "div", "pow")
+UNARY_OPS = unary_ops() + ("inv",)   # the ops table's (mirage_lab.ops), and the field inverse
+BINARY_OPS = binary_ops()
 ACCUM_KINDS = (None, "sum", "mean", "rms", "sum_todimx")
 
 
@@ -166,15 +167,18 @@ def unary_table(op_type: str, attrs_key: tuple = ()) -> np.ndarray:
         return _table(x * x)
     if op_type == "sqrt":
         return _table(_pow_vec(x, SQRT_EXP))
-    if op_type in ("silu", "gelu"):
-        # p-part: x·e^x (silu) and x·e^{2x} (gelu), as Mirage. q-part: a fixed pseudo-random
-        # permutation of Z_q per op. Mirage's q-part 0 (ours would be x, since e^x has q-part 1)
-        # makes exp(silu(x)) constant (or equal to exp(x)): exp reads only the q-residue.
+    if op_type in ("silu", "gelu", "sigmoid"):
+        # p-part: x·e^x (silu) and x·e^{2x} (gelu), as Mirage; sigmoid, which Mirage lacks,
+        # e^x (its e^x / (1 + e^x) needs an inverse of 1 + e^x, which is 0 for some x). q-part: a
+        # fixed pseudo-random permutation of Z_q per op. Mirage's q-part 0 (ours would be x, since
+        # e^x has q-part 1) makes exp(silu(x)) constant (or equal to exp(x)): exp reads only the
+        # q-residue. The permutation also tells sigmoid(x) from exp(x).
         e = _exp_table()[x].astype(np.int64) % P
         if op_type == "gelu":
             e = e * e % P
         perm = np.random.default_rng(zlib.crc32(op_type.encode())).permutation(Q).astype(np.int64)
-        return _table(crt(x % P * e % P, perm[x % Q]))
+        p_part = e if op_type == "sigmoid" else x % P * e % P
+        return _table(crt(p_part, perm[x % Q]))
     if op_type == "relu":  # max(r, m/2) per residue (Mirage's)
         return _table(crt(np.maximum(x % P, P // 2), np.maximum(x % Q, Q // 2)))
     if op_type == "clamp":

@@ -23,15 +23,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..ir.block_graph import BlockGraph, TBOp
+from ..ir.block_graph import BlockGraph
 from ..ir.kernel_graph import DTensor, KernelGraph
+from ..ops import binary_ops, unary_ops
 from ..ir.shapes import fmt
 from .backends import get_ops
 from .field import FP_DTYPE, PQ, FieldError
 from .numpy_backend import FieldOps
 
-_UNARY = ("exp", "silu", "gelu", "relu", "sqrt", "square", "clamp", "mul_scalar")
-_BINARY = ("add", "sub", "mul", "div", "pow")
+_UNARY = unary_ops()    # the ops table's (mirage_lab.ops)
+_BINARY = binary_ops()
 
 
 def _dims_of(graph_or_dims: Any) -> list[tuple[int, ...]]:
