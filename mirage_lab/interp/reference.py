@@ -24,6 +24,7 @@ from ..errors import ReferenceRunError
 from ..ir.block_graph import BlockGraph, TBOp
 from ..ir.kernel_graph import KernelGraph, KNOp
 from ..ir.shapes import fmt
+from ..ir.tiling import gather_plan, output_slices, tile_slices
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -143,13 +144,6 @@ def run_reference(graph: KernelGraph, inputs: Sequence[torch.Tensor], *, per_blo
 
 
 # --------------------------------------------------------------------------- block level, shared
-def _axis_of(imap: Sequence[int], grid: Sequence[int], k: int) -> int | None:
-    for a in range(3):
-        if grid[a] > 1 and imap[a] == k:
-            return a
-    return None
-
-
 def _block_op(op: TBOp, args: list[torch.Tensor], bg: BlockGraph) -> torch.Tensor:
     """Run a non-loader, non-saver, non-accumulator block op on batched tiles ``[B, *tile]``."""
     t = op.op_type
@@ -228,35 +222,14 @@ def _execute(bg: BlockGraph, load_tile, save_tile) -> None:
 def gather_tiles(x: torch.Tensor, grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> torch.Tensor:
     """All blocks' tiles of ``x`` for all iterations: shape ``[gx*gy*gz, R, *tile]`` (R = 1 when not looped).
 
-    Dim ``k`` is viewed as ``(grid, R, tile)`` (each part present when it applies), since the
-    tile index along a dim that is both grid-mapped and looped is ``b_a * R + i``.
+    One strided view of ``x`` (:func:`mirage_lab.ir.tiling.gather_plan`), broadcast over the
+    grid axes that do not split it.
     """
-    view: list[int] = []
-    labels: list[tuple[str, int]] = []
-    tile: list[int] = []
-    for k, n in enumerate(x.shape):
-        a = _axis_of(imap, grid, k)
-        t = n
-        if a is not None:
-            view.append(grid[a]); labels.append(("g", a)); t //= grid[a]
-        if fmap == k:
-            view.append(frange); labels.append(("r", 0)); t //= frange
-        view.append(t); labels.append(("t", k)); tile.append(t)
-    v = x.reshape(view)
-    order = [labels.index(("g", a)) if ("g", a) in labels else None for a in range(3)]
-    order.append(labels.index(("r", 0)) if ("r", 0) in labels else None)
-    present = [o for o in order if o is not None]
-    tiles_axes = [i for i, lab in enumerate(labels) if lab[0] == "t"]
-    v = v.permute(present + tiles_axes)
-    # Insert size-1 axes for replicated grid axes / no loop, then broadcast them.
-    shape = []
-    it = iter(v.shape[: len(present)])
-    for o in order:
-        shape.append(next(it) if o is not None else 1)
-    v = v.reshape(shape + tile)
-    r = frange if fmap >= 0 else 1
-    v = v.expand(grid[0], grid[1], grid[2], r, *tile)
-    return v.reshape(grid[0] * grid[1] * grid[2], r, *tile)
+    x = x.contiguous()
+    shape, strides, _ = gather_plan(x.shape, grid, imap, fmap, frange)
+    v = x.as_strided(shape, strides, x.storage_offset())
+    r, tile = shape[3], shape[4:]
+    return v.expand(grid[0], grid[1], grid[2], r, *tile).reshape(grid[0] * grid[1] * grid[2], r, *tile)
 
 
 def scatter_tiles(tiles: torch.Tensor, grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]) -> torch.Tensor:
@@ -296,23 +269,6 @@ def run_block_graph(bg: BlockGraph, args: list[torch.Tensor]) -> list[torch.Tens
 
 
 # --------------------------------------------------------------------------- block level, literal
-def _tile_slices(dims: Sequence[int], tile: Sequence[int], grid: Sequence[int], imap: Sequence[int], fmap: int,
-                 frange: int, block: Sequence[int], it: int) -> tuple[slice, ...]:
-    out = []
-    for k in range(len(dims)):
-        a = _axis_of(imap, grid, k)
-        if a is not None and fmap == k:
-            idx = block[a] * frange + it
-        elif a is not None:
-            idx = block[a]
-        elif fmap == k:
-            idx = it
-        else:
-            idx = 0
-        out.append(slice(idx * tile[k], (idx + 1) * tile[k]))
-    return tuple(out)
-
-
 def run_block_graph_per_block(bg: BlockGraph, args: list[torch.Tensor]) -> list[torch.Tensor]:
     """Run a block graph one block at a time, with the spec's tile-index formulas."""
     outs = [torch.full(op.attrs["out_dims"], math.nan, dtype=args[0].dtype, device=args[0].device)
@@ -325,18 +281,14 @@ def run_block_graph_per_block(bg: BlockGraph, args: list[torch.Tensor]) -> list[
 
                 def load(i: int, it: int, block=block) -> torch.Tensor:
                     op = bg.input_ops[i]
-                    sl = _tile_slices(args[i].shape, op.outputs[0].dims, bg.grid_dim, op.attrs["input_map"],
-                                      op.attrs["forloop_dim"], bg.forloop_range, block, it)
+                    sl = tile_slices(args[i].shape, bg.grid_dim, op.attrs["input_map"], op.attrs["forloop_dim"],
+                                     bg.forloop_range, block, it)
                     return args[i][sl].unsqueeze(0)
 
                 def save(i: int, value: torch.Tensor, block=block) -> None:
                     op = bg.output_ops[i]
-                    omap, tile = op.attrs["output_map"], op.inputs[0].dims
-                    sl = []
-                    for k in range(len(tile)):
-                        idx = sum(block[a] for a in range(3) if bg.grid_dim[a] > 1 and omap[a] == k)
-                        sl.append(slice(idx * tile[k], (idx + 1) * tile[k]))
-                    outs[i][tuple(sl)] = value[0]
+                    sl = output_slices(op.inputs[0].dims, bg.grid_dim, op.attrs["output_map"], block)
+                    outs[i][sl] = value[0]
 
                 _execute(bg, load, save)
     return outs

@@ -27,6 +27,7 @@ from ..ops import BLOCK, binary_ops, unary_ops
 from . import shapes
 from .dtypes import DType
 from .kernel_graph import DTensor
+from .tiling import tile_dims
 
 AXES = "xyz"
 UNARY_OPS = unary_ops(level=BLOCK, attrs=False)      # the ops table's (mirage_lab.ops)
@@ -205,14 +206,8 @@ class BlockGraph:
 
     # ----------------------------------------------------------------- loaders / savers
     def input_tile_dims(self, dims: Sequence[int], input_map: Sequence[int], forloop_dim: int) -> tuple[int, ...]:
-        """The tile one block sees in one iteration (MIRAGE_SPEC §1.3)."""
-        tile = list(dims)
-        for a in range(3):
-            if self.grid_dim[a] > 1 and input_map[a] >= 0:
-                tile[input_map[a]] //= self.grid_dim[a]
-        if forloop_dim >= 0:
-            tile[forloop_dim] //= self.forloop_range
-        return tuple(tile)
+        """The tile one block sees in one iteration (MIRAGE_SPEC §1.3; :mod:`.tiling`)."""
+        return tile_dims(dims, self.grid_dim, input_map, forloop_dim, self.forloop_range)
 
     def new_input(self, dtensor: DTensor, input_map: Any = None, forloop_dim: int = -1,
                   store_in_dmem: bool = False) -> STensor:

@@ -9,43 +9,35 @@ views, not copies. Results are exactly those of the interpreter's per-block rule
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
 
+from ..ir.tiling import gather_plan
 from ..verify import field as F
 
 LEAD = 5   # k, gx, gy, gz, R before accumulation
 LEAD_POST = 4
 
 
-def load_view(fp: np.ndarray, grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> np.ndarray:
-    """A DTensor fingerprint ``[k, *dims]`` seen as tiles ``[k, gx|1, gy|1, gz|1, R|1, *tile]``.
+@lru_cache(maxsize=4096)
+def _tile_geometry(dims: tuple, grid: tuple, imap: tuple, fmap: int, frange: int) -> tuple[list[int], list[int]]:
+    """Shape and element strides of the tile view (size 1 on grid axes that do not split the tensor)."""
+    shape, strides, _ = gather_plan(dims, grid, imap, fmap, frange)
+    return [1 if (a < 3 and strides[a] == 0) else n for a, n in enumerate(shape)], strides
 
-    Dim ``d`` splits as ``(grid_a, R, tile)`` when grid axis ``a`` maps to it and it is the
-    loop dim (tile index ``b_a * R + i``), as MIRAGE_SPEC §1.3 says.
+
+def load_view(fp: np.ndarray, grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> np.ndarray:
+    """A DTensor fingerprint ``[k, *dims]`` seen as tiles ``[k, gx|1, gy|1, gz|1, R|1, *tile]`` (no copy).
+
+    The view of :func:`mirage_lab.ir.tiling.gather_plan`, with size 1 (not a stride-0
+    broadcast) on the grid axes that do not split this tensor.
     """
-    k = fp.shape[0]
-    view = [k]
-    labels: list[tuple[str, int]] = [("k", 0)]
-    for d, n in enumerate(fp.shape[1:]):
-        a = next((a for a in range(3) if grid[a] > 1 and imap[a] == d), None)
-        t = n
-        if a is not None:
-            view.append(grid[a]); labels.append(("g", a)); t //= grid[a]
-        if fmap == d:
-            view.append(frange); labels.append(("r", 0)); t //= frange
-        view.append(t); labels.append(("t", d))
-    v = fp.reshape(view)
-    want = [("k", 0), ("g", 0), ("g", 1), ("g", 2), ("r", 0)]
-    order = [labels.index(w) for w in want if w in labels] + [i for i, lab in enumerate(labels) if lab[0] == "t"]
-    v = v.transpose(order)
-    shape = []
-    it = iter(v.shape)
-    for w in want:
-        shape.append(next(it) if w in labels else 1)
-    shape.extend(it)
-    return v.reshape(shape)
+    fp = np.ascontiguousarray(fp)
+    shape, strides = _tile_geometry(fp.shape[1:], tuple(grid), tuple(imap), fmap, frange)
+    isz = fp.itemsize
+    return np.ndarray([fp.shape[0]] + shape, fp.dtype, fp, 0, [fp.strides[0]] + [s * isz for s in strides])
 
 
 def save_full(tile: np.ndarray, grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]) -> np.ndarray:

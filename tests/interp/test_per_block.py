@@ -183,18 +183,19 @@ def test_matches_independent_torch_reference(name, rel):
 def test_literal_tile_indices_of_spec():
     """Block (bx, by) at iteration i reads the tile at b_y*frange + i along a dim that is both
     grid-mapped and looped: check it on an arange input where every element names itself."""
-    from mirage_lab.interp.reference import _tile_slices, gather_tiles
+    from mirage_lab.interp.reference import gather_tiles
+    from mirage_lab.ir.tiling import tile_dims, tile_slices
 
     x = torch.arange(4 * 8 * 128, dtype=F64).reshape(4, 8, 128)
     grid, imap, fmap, frange, tile = (2, 4, 1), (0, 2, -1), 2, 4, (2, 8, 8)
     tiles = gather_tiles(x, grid, imap, fmap, frange)
-    assert tiles.shape == (8, 4, 2, 8, 8)
+    assert tiles.shape == (8, 4, 2, 8, 8) and tile_dims(x.shape, grid, imap, fmap, frange) == tile
     for bz in range(1):
         for by in range(4):
             for bx in range(2):
                 flat = (bx * 4 + by) * 1 + bz      # the batched mode stacks blocks row-major over (x, y, z)
                 for i in range(frange):
-                    sl = _tile_slices(x.shape, tile, grid, imap, fmap, frange, (bx, by, bz), i)
+                    sl = tile_slices(x.shape, grid, imap, fmap, frange, (bx, by, bz), i)
                     assert sl[0] == slice(bx * 2, bx * 2 + 2)
                     assert sl[2] == slice((by * frange + i) * 8, (by * frange + i + 1) * 8)
                     assert torch.equal(tiles[flat, i], x[sl])
