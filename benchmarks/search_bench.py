@@ -39,11 +39,14 @@ def is_fused_rms(c: mi.KernelGraph) -> bool:
 
 
 def is_flashdecoding(c: mi.KernelGraph) -> bool:
+    """Split-KV attention: two kernels; the first computes exp and splits K's KV dim across the grid
+    (the second adds up the splits: sum_todimx, or a loop over the split dim)."""
     if len(c.customized_ops) != 2 or static_cost(c).kernels != 2:
         return False
-    k1, k2 = c.customized_ops
-    return any(o.op_type == "exp" for o in k1.block_graph.ops) and \
-        any(o.op_type == "forloop_accum" and o.attrs["acc"] == "sum_todimx" for o in k2.block_graph.ops)
+    k1 = c.customized_ops[0].block_graph
+    k = [o for o in k1.ops if o.op_type == "input" and tuple(o.attrs["dtensor_dims"]) == tuple(c.inputs[1].dims)]
+    return any(o.op_type == "exp" for o in k1.ops) and bool(k) and \
+        any(k1.grid_dim[a] > 1 and k[0].attrs["input_map"][a] == 2 for a in range(3))
 
 
 def is_one_kernel(c: mi.KernelGraph) -> bool:
@@ -56,12 +59,15 @@ def programs(small: bool) -> dict[str, tuple]:
             "rmsnorm_linear_4x256x256": (lambda: ex.rms_norm_linear_program(4, 256, 256), None, {}, is_fused_rms, 1.0),
             "gated_mlp_4x64x64": (lambda: ex.gated_mlp_program(4, 64, 64), None, {}, is_one_kernel, 1.0),
             "gqa_2x32x64x256": (lambda: ex.gqa_program(2, 32, 64, 256), "attention", {}, is_flashdecoding, 0.1),
+            "gqa_decode_4x1x16x256": (lambda: ex.gqa_program(4, 1, 16, 256), "attention", {}, is_flashdecoding, 0.1),
         }
     return {
         "rmsnorm_linear_16x4096x4096": (lambda: ex.rms_norm_linear_program(16, 4096, 4096), None, {}, is_fused_rms, 1.0),
         "rmsnorm_linear_2x4096x6144": (lambda: ex.rms_norm_linear_program(2, 4096, 6144), None, {}, is_fused_rms, 1.0),
         "gated_mlp_8x4096x4096": (lambda: ex.gated_mlp_program(8, 4096, 4096), None, {}, is_one_kernel, 1.0),
         "gqa_2x256x64x4096": (lambda: ex.gqa_program(2, 256, 64, 4096), "attention", {}, is_flashdecoding, 0.1),
+        "gqa_decode_64x1x128x4096": (lambda: ex.gqa_program(64, 1, 128, 4096), "attention", {}, is_flashdecoding,
+                                     0.1),
     }
 
 
@@ -78,16 +84,19 @@ def run_one(name: str, spec: tuple, workers: int, limit: float, out: Path | None
     token = CancelToken()
     t0 = time.monotonic()
     first = first_expected = None
+    states = states_expected = 0
     final = None
     cands = []
     errors = []
     for ev in search(program, config, workers=workers, cancel=token, **{**kw, **extra}):
         now = time.monotonic() - t0
+        if isinstance(ev, Progress):
+            states = ev.stats.states
         if isinstance(ev, CandidateFound):
             cands.append(ev.graph)
             first = first if first is not None else now
             if first_expected is None and expected(ev.graph):
-                first_expected = now
+                first_expected, states_expected = now, states
         elif isinstance(ev, Finished):
             final = ev
         elif isinstance(ev, SearchError):
@@ -107,6 +116,7 @@ def run_one(name: str, spec: tuple, workers: int, limit: float, out: Path | None
             "states": s.states, "pruned_expr": s.pruned_expr,
             "pruned_dedup": s.pruned_dedup, "reused": s.reused, "fingerprint_tests": s.fingerprint_tests,
             "candidates": len(cands), "expected_found": len(good), "first_s": first, "first_expected_s": first_expected,
+            "states_at_expected": states_expected if first_expected is not None else None,
             "total_s": total, "completed": final.complete and not errors, "errors": len(errors),
             "subtrees": f"{s.subtrees_done}/{s.subtrees_total}",
             "max_rel_err": max(errs) if errs else None}
@@ -141,7 +151,7 @@ def main() -> None:
             rows.append(r)
             print(json.dumps(r), flush=True)
     hdr = ("program", "workers", "fingerprints", "states", "pruned_expr", "pruned_dedup", "reused", "fingerprint_tests", "candidates",
-           "expected_found", "first_s", "first_expected_s", "total_s", "completed", "max_rel_err")
+           "expected_found", "first_s", "first_expected_s", "states_at_expected", "total_s", "completed", "max_rel_err")
     print("\n| " + " | ".join(hdr) + " |\n|" + "---|" * len(hdr))
     for r in rows:
         cells = []

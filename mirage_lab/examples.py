@@ -62,12 +62,13 @@ def gqa_program(batch: int = 2, q_len: int = 256, head_dim: int = 64, kv_len: in
 
 def gqa_flashdecoding(batch: int = 2, q_len: int = 256, head_dim: int = 64, kv_len: int = 4096,
                       kv_splits: int = 8, q_blocks: int = 16, forloop_range: int = 4,
-                      dtype: DType = float16) -> KernelGraph:
+                      dtype: DType = float16, combine_blocks: int | None = None) -> KernelGraph:
     """The FlashDecoding-like two-kernel μGraph of MIRAGE_SPEC §7 (grid (2,8,16), then (2,16,1)).
 
     Kernel 1 splits the KV length across grid axis y and the queries across z; each block
     accumulates partial ``exp(QK)`` row sums and partial ``exp(QK) V``. Kernel 2 sums the
-    partials (``sum`` and ``sum_todimx``) and divides.
+    partials (``sum`` and ``sum_todimx``) and divides, split over the queries in
+    ``combine_blocks`` blocks per batch (default ``q_blocks``).
     """
     dimx = head_dim
     g = new_kernel_graph()
@@ -85,7 +86,7 @@ def gqa_flashdecoding(batch: int = 2, q_len: int = 256, head_dim: int = 64, kv_l
     b1.new_output(s, output_map=(0, 2, 1))
     b1.new_output(o, output_map=(0, 2, 1))
     S_part, O_part = g.customized([Q, K, V], b1)
-    b2 = new_threadblock_graph(grid_dim=(batch, q_blocks, 1), block_dim=(128, 1, 1), forloop_range=1,
+    b2 = new_threadblock_graph(grid_dim=(batch, combine_blocks or q_blocks, 1), block_dim=(128, 1, 1), forloop_range=1,
                                reduction_dimx=dimx)
     sp = b2.new_input(S_part, input_map=(0, 1, -1), forloop_dim=-1)
     op = b2.new_input(O_part, input_map=(0, 1, -1), forloop_dim=-1)

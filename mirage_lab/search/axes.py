@@ -45,8 +45,7 @@ class _UnionFind:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def input_axis_classes(graph: KernelGraph) -> list[tuple[int, ...]]:
-    """For each input of ``graph``, the logical-axis id of each of its dims."""
+def _axis_union(graph: KernelGraph) -> _UnionFind:
     uf = _UnionFind()
     for op in graph.ops:
         ins = [t for t in op.inputs]
@@ -73,11 +72,73 @@ def input_axis_classes(graph: KernelGraph) -> list[tuple[int, ...]]:
                 for k, (d, o) in enumerate(zip(t.dims, out.dims)):
                     if d == o:
                         uf.union((t.guid, k), (out.guid, k))
+    return uf
+
+
+def _class_ids(graph: KernelGraph, uf: _UnionFind) -> dict:
     ids: dict = {}
-    out_cls = []
     for t in graph.inputs:
-        out_cls.append(tuple(ids.setdefault(uf.find((t.guid, k)), len(ids)) for k in range(len(t.dims))))
-    return out_cls
+        for k in range(len(t.dims)):
+            ids.setdefault(uf.find((t.guid, k)), len(ids))
+    return ids
+
+
+def input_axis_classes(graph: KernelGraph) -> list[tuple[int, ...]]:
+    """For each input of ``graph``, the logical-axis id of each of its dims."""
+    uf = _axis_union(graph)
+    ids = _class_ids(graph, uf)
+    return [tuple(ids[uf.find((t.guid, k))] for k in range(len(t.dims))) for t in graph.inputs]
+
+
+# Ops after which partial sums no longer combine by addition (division does: (Σa)/b).
+_NONLINEAR = frozenset({"exp", "silu", "gelu", "relu", "sqrt", "square", "clamp", "pow", "rms_norm"})
+
+
+def combinable_axes(graph: KernelGraph) -> frozenset[int]:
+    """Logical axes (ids as :func:`input_axis_classes`) that the program sums over and whose
+    sums meet no non-linear op on the way to the outputs.
+
+    A grid that splits such an axis leaves each block a partial sum that a second kernel
+    can add up: FlashDecoding's KV split (``exp`` acts before the sum over the keys, the
+    division after it). An axis summed before a non-linearity (attention's head dim, under
+    ``exp(QK)``; RMSNorm's hidden dim, under its square root) does not combine that way.
+    """
+    uf = _axis_union(graph)
+    ids = _class_ids(graph, uf)
+    users: dict[int, list] = {}
+    for op in graph.ops:
+        for t in op.inputs:
+            users.setdefault(t.guid, []).append(op)
+
+    def reaches_nonlinear(guid: int) -> bool:
+        todo, seen = [guid], set()
+        while todo:
+            g = todo.pop()
+            for op in users.get(g, ()):
+                if op.op_type in _NONLINEAR:
+                    return True
+                for o in op.outputs:
+                    if o.guid not in seen:
+                        seen.add(o.guid)
+                        todo.append(o.guid)
+        return False
+
+    summed: dict[int, bool] = {}   # axis id -> combinable so far
+    for op in graph.ops:
+        if op.op_type == "matmul":
+            a = op.inputs[0]
+            axis = (a.guid, len(a.dims) - 1)
+        elif op.op_type in ("reduction", "rms_norm"):
+            x = op.inputs[0]
+            axis = (x.guid, int(op.attrs.get("dim", len(x.dims) - 1)) if op.op_type == "reduction" else len(x.dims) - 1)
+        else:
+            continue
+        c = ids.get(uf.find(axis))
+        if c is None:
+            continue
+        ok = op.op_type != "rms_norm" and not reaches_nonlinear(op.outputs[0].guid)
+        summed[c] = summed.get(c, True) and ok
+    return frozenset(c for c, ok in summed.items() if ok)
 
 
 def is_coherent(classes: Sequence[Sequence[int]], grid: Sequence[int], imaps: Sequence[Sequence[int]],
@@ -89,3 +150,38 @@ def is_coherent(classes: Sequence[Sequence[int]], grid: Sequence[int], imaps: Se
         if len({cls[m[a]] for cls, m in zip(classes, imaps) if m[a] >= 0}) > 1:
             return False
     return len({cls[f] for cls, f in zip(classes, fmaps) if f >= 0}) <= 1
+
+
+def is_consistent(classes: Sequence[Sequence[int]], grid: Sequence[int], imaps: Sequence[Sequence[int]],
+                  fmaps: Sequence[int]) -> bool:
+    """Is each logical axis split by the same grid axes, and walked by the loop or not, in every
+    input that has it? (Then the blocks' tiles of different inputs line up along it.)"""
+    split: dict[int, frozenset] = {}
+    looped: dict[int, bool] = {}
+    for cls, m, f in zip(classes, imaps, fmaps):
+        for c in set(cls):
+            s = frozenset(a for a in range(3) if grid[a] > 1 and m[a] >= 0 and cls[m[a]] == c)
+            lp = f >= 0 and cls[f] == c
+            if split.setdefault(c, s) != s or looped.setdefault(c, lp) != lp:
+                return False
+    return True
+
+
+def root_tier(classes: Sequence[Sequence[int]], grid: Sequence[int], imaps: Sequence[Sequence[int]],
+              fmaps: Sequence[int], combinable: frozenset[int] = frozenset()) -> int:
+    """Where a first customized op's tiling goes in the search's order (never whether it is searched).
+
+    With ``combinable`` (:func:`combinable_axes`; pass it only when a second customized op
+    may add up the splits), coherent and consistent tilings whose grid splits such an axis
+    come first: 0 when the loop walks the split axis too (FlashDecoding: the KV length split
+    across the grid, each block looping over its KV chunks), 1 otherwise. 2: the other
+    coherent tilings. 3: the rest.
+    """
+    if not is_coherent(classes, grid, imaps, fmaps):
+        return 3
+    if not combinable or not is_consistent(classes, grid, imaps, fmaps):
+        return 2
+    split = {cls[m[a]] for cls, m in zip(classes, imaps) for a in range(3) if grid[a] > 1 and m[a] >= 0} & combinable
+    if not split:
+        return 2
+    return 0 if any(f >= 0 and cls[f] in split for cls, f in zip(classes, fmaps)) else 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 from ..errors import MirageLabError
@@ -18,6 +18,12 @@ from ..verify.backends import BACKENDS
 # The default candidate sets, as Mirage's dim_strategy.cc has them.
 DEFAULT_IMAPS = ((0, -1, 1), (0, 1, -1), (0, 2, -1), (-1, 1, -1))
 NON_ATTENTION_IMAPS = ((-1, -1, -1), (1, -1, -1), (0, -1, -1))
+# Mirage's attention preset drops (0,-1,-1) too; we keep it. With one query per row (decode,
+# q_len = 1) Q cannot be split along its rows, so a grid that splits the KV length must
+# replicate Q across that axis (what (0,-1,1) means on a (batch,y,1) grid, but Mirage's
+# size-1-axis rule skips it there), and the (batch,1,1) kernel that combines the KV splits
+# needs it for every input: without it no split-KV μGraph of decode attention exists.
+ATTENTION_IMAPS = DEFAULT_IMAPS + ((0, -1, -1),)
 DEFAULT_OMAPS = ((0, 1, -1), (0, 2, 1), (0, 2, -1), (0, -1, -1), (-1, 2, 1), (-1, 1, -1), (-1, 2, -1),
                  (-1, -1, -1), (1, -1, -1))
 DEFAULT_FMAPS = (-1, 0, 1, 2)
@@ -70,7 +76,10 @@ class SearchConfig:
     min_blocks: int = 32
     max_blocks: int = 4096
     block_dim: tuple[int, int, int] = (128, 1, 1)
-    reduction_dimx: int = 64
+    # The width sum_todimx folds to. None (the attention preset): the program's output last dim
+    # (the head dim), resolved by :meth:`resolved`. Mirage fixes 64, its benchmarks' head dim;
+    # the fold combines per-split partials laid out [split, head dim], so only the head dim works.
+    reduction_dimx: int | None = 64
     config: str | None = None
     griddims: tuple[tuple[int, int, int], ...] | None = None
     imaps: tuple[tuple[int, int, int], ...] | None = None
@@ -101,7 +110,8 @@ class SearchConfig:
             raise SearchConfigError("blockdims: the search always uses 128-thread blocks (as Mirage); leave it None")
         kw: dict[str, Any] = {"config": config}
         if config == "attention":
-            kw.update(max_customized_ops=2, two_d_grids=True, block_accums=BLOCK_ACCUMS + ("sum_todimx",))
+            kw.update(max_customized_ops=2, two_d_grids=True, block_accums=BLOCK_ACCUMS + ("sum_todimx",),
+                      reduction_dimx=None)
         if config == "lora":
             kw.update(max_block_inputs=4)
         kw.update(griddims=_maps(griddims, "griddims"), imaps=_maps(imaps, "imaps"), omaps=_maps(omaps, "omaps"))
@@ -144,6 +154,12 @@ class SearchConfig:
         d.pop("fingerprint_backend", None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
+    def resolved(self, graph: Any) -> "SearchConfig":
+        """The settings that depend on the program filled in (``reduction_dimx=None``)."""
+        if self.reduction_dimx is not None:
+            return self
+        return replace(self, reduction_dimx=int(graph.outputs[0].dims[-1]))
+
     # ----------------------------------------------------------------- candidate spaces
     def grid_candidates(self, input_dims: Sequence[Sequence[int]]) -> list[tuple[int, int, int]]:
         """Grid dims to try for a customized op over inputs of these shapes (dim_strategy.cc)."""
@@ -181,7 +197,7 @@ class SearchConfig:
     def imap_candidates(self) -> tuple[tuple[int, int, int], ...]:
         if self.imaps is not None:
             return self.imaps
-        return DEFAULT_IMAPS if self.config == "attention" else DEFAULT_IMAPS + NON_ATTENTION_IMAPS
+        return ATTENTION_IMAPS if self.config == "attention" else DEFAULT_IMAPS + NON_ATTENTION_IMAPS
 
     def omap_candidates(self) -> tuple[tuple[int, int, int], ...]:
         extra = tuple(m for m in (self.omaps or ()) if m not in DEFAULT_OMAPS)

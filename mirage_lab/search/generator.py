@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 
 from ..expr import for_kernel_op
 from .arrays import digest_any, get_arrays
-from .axes import input_axis_classes, is_coherent
+from .axes import combinable_axes, input_axis_classes, root_tier
 from .block_search import BlockSearch
 from .config import SearchConfig
 from .events import SearchStats
@@ -49,7 +49,7 @@ class Generator(BlockSearch):
                  on_hit: Callable[[Hit], None] | None = None, on_progress: Callable[[SearchStats], None] | None = None,
                  fingerprint_backend: str | None = None):
         self.t = target
-        self.cfg = cfg
+        self.cfg = cfg = cfg.resolved(target.graph)
         self.should_stop = should_stop or (lambda: False)
         self.on_hit = on_hit or (lambda h: None)
         self.on_progress = on_progress or (lambda s: None)
@@ -86,11 +86,15 @@ class Generator(BlockSearch):
         out: list[Task] = []
         later: list[Task] = []
         if self.cfg.max_customized_ops > 0 and len(nodes) < self.cfg.max_kernel_ops:
-            # Coherent tilings first (see :mod:`.axes`); the others after the kernel-op subtrees.
+            # Split-KV tilings first when a second customized op can combine the splits, then
+            # the other coherent ones (see :mod:`.axes`); the rest after the kernel-op subtrees.
             classes = input_axis_classes(self.t.graph)
+            combinable = combinable_axes(self.t.graph) if self.cfg.max_customized_ops > 1 else frozenset()
+            tiers: tuple[list, ...] = ([], [], [], later)
             for root in self._block_roots(nodes, None):
-                coherent = is_coherent([classes[i] for i in root.inputs], root.grid, root.imaps, root.fmaps)
-                (out if coherent else later).append(Task(0, "block", root))
+                tier = root_tier([classes[i] for i in root.inputs], root.grid, root.imaps, root.fmaps, combinable)
+                tiers[tier].append(Task(0, "block", root))
+            out += tiers[0] + tiers[1] + tiers[2]
         for op in self._kernel_op_choices(nodes, None):
             node = self._kernel_node(nodes, op)
             if node is None:
