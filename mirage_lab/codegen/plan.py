@@ -237,7 +237,7 @@ class KernelPlan:
         tile = op.outputs[0].dims
         dt = op.outputs[0].dtype.name
         epw = _dtype_epw(dt)
-        if epw == 2 and dims[-1] % 2:
+        if epw == 2 and (dims[-1] % 2 or tile[-1] % 2):  # an odd tile width (a 1-wide column) is not word-aligned
             view, vw = "int16", 1
         else:
             view = "int32"
