@@ -16,7 +16,6 @@ differences").
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import re
 import sys
@@ -27,13 +26,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mirage_lab.codegen import CodegenOptions  # noqa: E402
 from mirage_lab.runtime import profile as prof  # noqa: E402
 from mirage_lab.runtime.export import export  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from profile_kernel import BUILDERS  # noqa: E402
-from mirage_lab.pipeline import with_block_dim  # noqa: E402
+from profile_kernel import lowering, lowering_args  # noqa: E402
 
 FAKE_MMA = '''
 
@@ -86,20 +83,10 @@ def load(path: Path):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("program", choices=sorted(BUILDERS))
-    ap.add_argument("grid", type=int)
-    ap.add_argument("frange", type=int)
-    ap.add_argument("threads", type=int)
-    ap.add_argument("--shape", default="16,4096,4096")
-    ap.add_argument("--mma", action="store_true")
-    ap.add_argument("--pw", type=int, default=0)
-    ap.add_argument("--depth", type=int, default=1)
+    ap = lowering_args(__doc__)
     ap.add_argument("--show", default="", help="print the kernel of this ablation")
     a = ap.parse_args()
-    b, h, o = (int(v) for v in a.shape.split(","))
-    g = with_block_dim(BUILDERS[a.program](b, h, o, a.grid, a.frange), a.threads)
-    opts = CodegenOptions(mma=a.mma, pipeline_words=a.pw, pipeline_depth=a.depth)
+    g, opts = lowering(a)
     tmp = Path(tempfile.mkdtemp(prefix="ablate_"))
     text = export(g, tmp / "k_as_generated.py", options=opts).read_text()
     xs = [(torch.randn(t.dims, device="cuda") * (1.0 if i == 0 else 1 / 64)).to(t.dtype.torch)

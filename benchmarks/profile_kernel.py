@@ -45,8 +45,9 @@ def timed(fn, n: int = 200) -> float:
     return statistics.median(ts)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def lowering_args(doc: str) -> argparse.ArgumentParser:
+    """The command line that names one lowering: program, grid, frange, threads, options."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("program", choices=sorted(BUILDERS))
     ap.add_argument("grid", type=int)
     ap.add_argument("frange", type=int)
@@ -55,11 +56,21 @@ def main() -> int:
     ap.add_argument("--mma", action="store_true")
     ap.add_argument("--pw", type=int, default=0, help="pipeline_words")
     ap.add_argument("--depth", type=int, default=1, help="pipeline_depth")
-    ap.add_argument("--launch-only", action="store_true", help="launch a few times, no timing (for ncu)")
-    a = ap.parse_args()
+    return ap
+
+
+def lowering(a: argparse.Namespace) -> tuple[mi.KernelGraph, CodegenOptions]:
+    """The μGraph (with its block size) and the codegen options the arguments name."""
     b, h, o = (int(v) for v in a.shape.split(","))
     g = with_block_dim(BUILDERS[a.program](b, h, o, a.grid, a.frange), a.threads)
-    opts = CodegenOptions(mma=a.mma, pipeline_words=a.pw, pipeline_depth=a.depth)
+    return g, CodegenOptions(mma=a.mma, pipeline_words=a.pw, pipeline_depth=a.depth)
+
+
+def main() -> int:
+    ap = lowering_args(__doc__)
+    ap.add_argument("--launch-only", action="store_true", help="launch a few times, no timing (for ncu)")
+    a = ap.parse_args()
+    g, opts = lowering(a)
     k = mi.runtime.compile(g, options=opts)
     copies = 6
     sets = [[(torch.randn(t.dims, device="cuda") * (1.0 if i == 0 else 1 / 64)).to(t.dtype.torch)
