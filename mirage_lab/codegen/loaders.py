@@ -5,6 +5,7 @@ when it fits) and stored to shared memory as float32; part of :mod:`.block_kerne
 """
 from __future__ import annotations
 
+from ..ir.tiling import axis_of
 from .plan import AXIS_VARS, PREFETCH_WORDS, Loader
 from .source import Src, add, dot, mul, prod, row_strides, unravel
 
@@ -25,7 +26,7 @@ class LoaderEmitter:
         self._it_step = getattr(self, "_it_step", {})
         step = 0
         for k in range(len(ld.dims)):
-            axis = next((a for a in range(3) if grid[a] > 1 and ld.imap[a] == k), None)
+            axis = axis_of(ld.imap, grid, k)
             scale = ld.tile[k] * strides[k] // unit
             if axis is not None:
                 per_block = scale * (self.FR if ld.fmap == k else 1)
