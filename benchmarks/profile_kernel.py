@@ -48,7 +48,7 @@ def timed(fn, n: int = 200) -> float:
 def lowering_args(doc: str) -> argparse.ArgumentParser:
     """The command line that names one lowering: program, grid, frange, threads, options."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    ap.add_argument("program", choices=sorted(BUILDERS))
+    ap.add_argument("program", choices=sorted(BUILDERS) + ["json"], help="a builder, or json: the μGraph in --json")
     ap.add_argument("grid", type=int)
     ap.add_argument("frange", type=int)
     ap.add_argument("threads", type=int)
@@ -56,13 +56,17 @@ def lowering_args(doc: str) -> argparse.ArgumentParser:
     ap.add_argument("--mma", action="store_true")
     ap.add_argument("--pw", type=int, default=0, help="pipeline_words")
     ap.add_argument("--depth", type=int, default=1, help="pipeline_depth")
+    ap.add_argument("--json", default="", help="a saved μGraph (program json: grid and frange are its own)")
     return ap
 
 
 def lowering(a: argparse.Namespace) -> tuple[mi.KernelGraph, CodegenOptions]:
     """The μGraph (with its block size) and the codegen options the arguments name."""
-    b, h, o = (int(v) for v in a.shape.split(","))
-    g = with_block_dim(BUILDERS[a.program](b, h, o, a.grid, a.frange), a.threads)
+    if a.program == "json":
+        g = with_block_dim(mi.load(a.json), a.threads)
+    else:
+        b, h, o = (int(v) for v in a.shape.split(","))
+        g = with_block_dim(BUILDERS[a.program](b, h, o, a.grid, a.frange), a.threads)
     return g, CodegenOptions(mma=a.mma, pipeline_words=a.pw, pipeline_depth=a.depth)
 
 

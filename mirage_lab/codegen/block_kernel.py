@@ -34,7 +34,8 @@ from .accumulators import AccumulatorEmitter
 from .chains import ChainEmitter
 from .elementwise import ElementwiseEmitter
 from .loaders import LoaderEmitter
-from .plan import AXIS_VARS, DEFAULT_OPTIONS, MAX_REG_ELEMS, Buf, CodegenOptions, KernelPlan, Loader, Stream
+from .plan import (AXIS_VARS, DEFAULT_OPTIONS, MAX_REG_ELEMS, Buf, CodegenOptions, KernelPlan, Loader, Stream,
+                   staged_mma_fits)
 from .source import Src, add, mul, row_strides
 from .staged_mma import StagedMmaEmitter
 from .streams import StreamEmitter
@@ -88,7 +89,8 @@ class _Sync:
 
 class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, StagedMmaEmitter,
                AccumulatorEmitter):
-    def __init__(self, bg: "BlockGraph", name: str, options: CodegenOptions = DEFAULT_OPTIONS) -> None:
+    def __init__(self, bg: "BlockGraph", name: str, options: CodegenOptions = DEFAULT_OPTIONS,
+                 pad: bool = True) -> None:
         self.options = options
         self.p = KernelPlan(bg, name, options)
         self.bg = bg
@@ -117,6 +119,17 @@ class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, S
             if self.FR > 1 and st.words * sets <= budget:
                 self._piped.add(st.op.guid)
                 budget -= st.words * sets
+        # Row pitch (floats) of the tiles a tensor-core staged matmul reads: rows padded to 4 mod 8
+        # words, so a warp's B-fragment reads (k rows 2t, 2t + 1 of column g) hit 32 banks and its
+        # A-fragment reads (rows g, k pair 2t) 16, where the dense layout hit 8 and 4 (ncu: the
+        # attention kernel was bound by shared-memory wavefronts, L1 throughput 89 %)
+        self.pitch: dict[str, tuple[int, int]] = {}   # buffer name -> (cols, pitch)
+        for op in bg.ops if pad else ():
+            if op.op_type == "matmul" and op.guid not in self.p.stream_of and staged_mma_fits(op, self.T, options):
+                for t in op.inputs:
+                    cols = t.dims[-1]
+                    if cols % 4 == 0 and t.numel() > cols:
+                        self.pitch[self.bufname(t)] = (cols, cols + (4 - cols) % 8)
         # sum/mean/rms accumulators of a staged loader tile's rows, summed from the load registers
         self.fused_acc: dict[int, list["TBOp"]] = {}
         for ch in self.p.chains:
@@ -150,17 +163,35 @@ class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, S
         return [c for c in self.consumers(t) if c.op_type == "output"]
 
     def tbuf(self, t: "STensor", region: str) -> Buf:
-        return self.p.buf(f"t{t.guid}", t.numel(), region)
-
-    def bufname(self, t: "STensor") -> str:
-        return f"t{t.guid}"
-
-    def ref(self, t: "STensor", idx: str) -> str:
-        return f"«t{t.guid}»[{idx}]"
+        name = self.bufname(t)
+        cols, pitch = self.pitch.get(name, (1, 1))
+        return self.p.buf(name, t.numel() // cols * pitch, region)
 
     @staticmethod
-    def ref_buf(b: Buf, idx: str) -> str:
-        return f"«{b.name}»[{idx}]"
+    def bufname(t: "STensor") -> str:
+        return f"t{t.guid}"
+
+    def slot(self, name: str, idx: str) -> str:
+        """The offset in buffer ``name`` of logical (row-major) element ``idx``: padded rows remapped."""
+        if name not in self.pitch:
+            return idx
+        cols, pitch = self.pitch[name]
+        return f"({idx}) // {cols} * {pitch} + ({idx}) % {cols}"
+
+    def slot2(self, t: "STensor", row: str, col: str) -> str:
+        """The offset of element (``row``, ``col``) of tile ``t`` (its last dim is the column)."""
+        cols, pitch = self.pitch.get(self.bufname(t), (t.dims[-1], t.dims[-1]))
+        return add(mul(row, pitch), col)
+
+    def ref(self, t: "STensor", idx: str) -> str:
+        name = self.bufname(t)
+        return f"«{name}»[{self.slot(name, idx)}]"
+
+    def ref2(self, t: "STensor", row: str, col: str) -> str:
+        return f"«{self.bufname(t)}»[{self.slot2(t, row, col)}]"
+
+    def ref_buf(self, b: Buf, idx: str) -> str:
+        return f"«{b.name}»[{self.slot(b.name, idx)}]"
 
     def stage(self, s: Src, reads: set[str] = frozenset(), writes: set[str] = frozenset(),
               owned: set[str] = frozenset()) -> None:
@@ -356,6 +387,9 @@ class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, S
             pro2("cuda.syncthreads()")  # the loop reads what the prologue wrote
 
         pool, scratch = p.allocate()
+        if scratch and self.pitch:
+            raise _PaddingOverflow  # the padded tiles pushed a buffer out of shared memory
+
         out = Src(0)
         args = [f"in{i}" for i in range(len(p.loaders))] + [f"out{j}" for j in range(len(bg.output_ops))] + ["scr"]
         regs = f", max_registers={self.options.max_registers}" if self.options.max_registers else ""
@@ -445,4 +479,11 @@ def emit_block_kernel(bg: "BlockGraph", name: str,
     >>> info.grid, info.threads
     ((8, 1, 1), 128)
     """
-    return _Emitter(bg, name, options).emit()
+    try:
+        return _Emitter(bg, name, options).emit()
+    except _PaddingOverflow:
+        return _Emitter(bg, name, options, pad=False).emit()
+
+
+class _PaddingOverflow(Exception):
+    """Internal: padding the tensor-core tiles' rows would move a buffer to global scratch."""

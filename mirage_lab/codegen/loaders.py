@@ -133,7 +133,7 @@ class LoaderEmitter:
                     if n == 1:
                         s(f"{self.ref_buf(buf, add(base, str(h)))} = {xs[h]}")
                     else:  # one 16- or 8-byte shared store (buffers start on 16 bytes; vw is a multiple of n)
-                        s(f"sts{n}(«&{buf.name}», {add(base, str(h))}, {', '.join(xs[h:h + n])})")
+                        s(f"sts{n}(«&{buf.name}», {self.slot(buf.name, add(base, str(h)))}, {', '.join(xs[h:h + n])})")
             for st in direct:
                 self.direct_fragments(s, st, ld, v, reg)
 

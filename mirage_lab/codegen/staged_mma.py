@@ -72,8 +72,8 @@ class StagedMmaEmitter:
                     with guarded(s, j):
                         tile_of(s, j)
                         for r, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
-                            e = add(mul(add(f"tr{g}", str(dr)), N), f"tc{g}", mul(f"wt{g}", 2), str(dc))
-                            s(f"{self.ref(t, e)} = {acc[j][r]}")
+                            col = add(f"tc{g}", mul(f"wt{g}", 2), str(dc))
+                            s(f"{self.ref2(t, add(f'tr{g}', str(dr)), col)} = {acc[j][r]}")
 
             self.post_actions.insert(0, writeback)
         for j in range(rounds):
@@ -86,16 +86,15 @@ class StagedMmaEmitter:
                     s("; ".join(f"{x} = f32(0.0)" for x in c))
                 with s.block(f"for kk in range({K // 16}):") if K > 16 else nullcontext():
                     k0 = add(mul("kk", 16) if K > 16 else "0", mul(f"wt{g}", 2))
-                    ra, rb = mul(f"tr{g}", K), mul(f"(tr{g} + 8)", K)
 
-                    def pair(i0: str, i1: str, t: "STensor" = a) -> str:
-                        return f"pk16({cv}({self.ref(t, i0)}), {cv}({self.ref(t, i1)}))"
+                    def pair(x0: str, x1: str) -> str:
+                        return f"pk16({cv}({x0}), {cv}({x1}))"
 
-                    for r, (row, ko) in enumerate(((ra, 0), (rb, 0), (ra, 8), (rb, 8))):
-                        s(f"a{r}{g} = {pair(add(row, k0, str(ko)), add(row, k0, str(ko + 1)))}")
+                    for r, (row, ko) in enumerate(((f"tr{g}", 0), (f"(tr{g} + 8)", 0), (f"tr{g}", 8), (f"(tr{g} + 8)", 8))):
+                        s(f"a{r}{g} = {pair(self.ref2(a, row, add(k0, str(ko))), self.ref2(a, row, add(k0, str(ko + 1))))}")
                     col = add(f"tc{g}", f"wg{g}")
                     for r, ko in enumerate((0, 8)):
-                        s(f"b{r}{g} = {pair(add(mul(add(k0, str(ko)), N), col), add(mul(add(k0, str(ko + 1)), N), col), b)}")
+                        s(f"b{r}{g} = {pair(self.ref2(b, add(k0, str(ko)), col), self.ref2(b, add(k0, str(ko + 1)), col))}")
                     s(f"{', '.join(c)} = {mma}(a0{g}, a1{g}, a2{g}, a3{g}, b0{g}, b1{g}, {', '.join(c)})")
                 if persist:
                     continue

@@ -70,3 +70,32 @@ def test_plain_kernel_ops_become_torch_calls() -> None:
 def test_rejects_non_graphs() -> None:
     with pytest.raises(CodegenError):
         generate_module("not a graph")  # type: ignore[arg-type]
+
+
+def test_tensor_core_staged_tiles_get_padded_rows() -> None:
+    """Q, K, V and exp(QK) tiles of attention on tensor cores: rows padded to 4 mod 8 floats (bank spread)."""
+    from mirage_lab.codegen import CodegenOptions
+    from mirage_lab.codegen.block_kernel import _Emitter
+
+    bg = gqa_flashdecoding(batch=1, q_len=32, head_dim=16, kv_len=64, kv_splits=2, q_blocks=1,
+                           forloop_range=2).customized_ops[0].block_graph
+    em = _Emitter(bg, "k", CodegenOptions(mma=True))
+    # Q [32,16] and K [16,16] of QK; exp(QK) [32,16] and V [16,16] of (.)V: 16 columns -> pitch 20
+    assert sorted(em.pitch.values()) == [(16, 20)] * 4
+    src, info = em.emit()
+    assert "* 20 +" in src
+    # the FMA lowering keeps dense tiles
+    assert _Emitter(bg, "k", CodegenOptions()).pitch == {}
+
+
+def test_padding_that_would_spill_falls_back_to_dense_tiles() -> None:
+    """64 queries x 64 keys per iteration: padded tiles would spill to global scratch; the dense layout is emitted."""
+    from mirage_lab.codegen import CodegenOptions
+    from mirage_lab.codegen.block_kernel import _Emitter, _PaddingOverflow
+
+    opts = CodegenOptions(mma=True)
+    bg = gqa_flashdecoding(batch=1, q_len=64, head_dim=64, kv_len=256, kv_splits=2, q_blocks=1,
+                           forloop_range=2).customized_ops[0].block_graph
+    with pytest.raises(_PaddingOverflow):
+        _Emitter(bg, "k", opts).emit()
+    assert emit_block_kernel(bg, "k", opts) == _Emitter(bg, "k", opts, pad=False).emit()
