@@ -105,6 +105,7 @@ class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, S
         self.sunk_savers: set[int] = set()       # saver ops already written directly
         self.reg_acc: dict[int, str] = {}        # accum tensor guid -> register name prefix
         self.post_actions: list[Callable[[Src], None]] = []
+        self.pre_loop: list[Callable[[Src], None]] = []   # after the loop-invariant tiles are stored
         self.notes: list[str] = []
         self._rsw: dict[int, int] = {}           # streamed loader index -> words per row of B
         self._tmp = 0                            # counter of direct_fragments' temporaries
@@ -385,6 +386,8 @@ class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, S
         self.sync = loop_tracker
         if inv or any(n == 0 for _, n in self._acc_inits):
             pro2("cuda.syncthreads()")  # the loop reads what the prologue wrote
+        for act in self.pre_loop:
+            act(pro2)
 
         pool, scratch = p.allocate()
         if scratch and self.pitch:

@@ -35,6 +35,8 @@ MAX_STREAM_RED_FLOATS = 4096        # per-iteration cross-thread reduction buffe
 AXIS_VARS = ("bx", "by", "bz")      # the generated kernels' names of blockIdx.x / .y / .z
 PREFETCH_WORDS = 64                 # staged-loader words a thread may hold in registers at the loop top
 MAX_MMA_ACC = 64                    # float32 sums a thread may keep across the loop for a staged tensor-core matmul
+# registers per thread for the A fragments of a loop-invariant tile packed once before the loop
+MAX_HOISTED_FRAGS = 32
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-from .plan import staged_mma_fits
+from .plan import MAX_HOISTED_FRAGS, staged_mma_fits
 from .source import Src, add, mul
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,6 +59,36 @@ class StagedMmaEmitter:
             return s.block(f"if tid // 32 + {W * j} < {tiles}:") if (j + 1) * W > tiles else nullcontext()
 
         acc = [[f"pm{g}_{j}_{r}" for r in range(4)] for j in range(rounds)]
+        A_ROWS = ((f"tr{g}", 0), (f"(tr{g} + 8)", 0), (f"tr{g}", 8), (f"(tr{g} + 8)", 8))
+
+        def pair(x0: str, x1: str) -> str:
+            return f"pk16({cv}({x0}), {cv}({x1}))"
+
+        def a_frag(r: int, k0: str) -> str:
+            row, ko = A_ROWS[r]
+            return pair(self.ref2(a, row, add(k0, str(ko))), self.ref2(a, row, add(k0, str(ko + 1))))
+
+        # A the same every iteration (a loop-invariant tile: Q of attention): its fragments are packed
+        # once before the loop and kept in registers, a third of the loop's shared-memory reads
+        ld_a = self.p.loader_of.get(a.guid)
+        hoist = (self.in_loop and self.FR > 1 and ld_a is not None and ld_a.invariant
+                 and rounds * (K // 16) * 4 <= MAX_HOISTED_FRAGS)
+        qa = [[[f"qa{g}_{j}_{kk}_{r}" for r in range(4)] for kk in range(K // 16)] for j in range(rounds)]
+        if hoist:
+            def pack_a(s: Src) -> None:
+                s.comment(f"A fragments of {op.outputs[0].name} = matmul({a.name}, ...): {a.name} is loop-invariant")
+                for j in range(rounds):
+                    with guarded(s, j) if (j + 1) * W > tiles else nullcontext():
+                        tile_of(s, j)
+                        for kk in range(K // 16):
+                            k0 = add(str(kk * 16), mul(f"wt{g}", 2))
+                            for r in range(4):
+                                s(f"{qa[j][kk][r]} = {a_frag(r, k0)}")
+                    if (j + 1) * W > tiles:  # warps without this tile: defined, never used
+                        with s.block("else:"):
+                            s("; ".join(f"{x} = i32(0)" for kk in range(K // 16) for x in qa[j][kk]))
+
+            self.pre_loop.append(pack_a)
         if persist:
             t = tail_acc.outputs[0]
             s.comment(f"{t.name} accumulates in the mma registers; written to shared memory after the loop")
@@ -84,18 +114,20 @@ class StagedMmaEmitter:
                 else:
                     c = [f"c{r}{g}" for r in range(4)]
                     s("; ".join(f"{x} = f32(0.0)" for x in c))
-                with s.block(f"for kk in range({K // 16}):") if K > 16 else nullcontext():
-                    k0 = add(mul("kk", 16) if K > 16 else "0", mul(f"wt{g}", 2))
-
-                    def pair(x0: str, x1: str) -> str:
-                        return f"pk16({cv}({x0}), {cv}({x1}))"
-
-                    for r, (row, ko) in enumerate(((f"tr{g}", 0), (f"(tr{g} + 8)", 0), (f"tr{g}", 8), (f"(tr{g} + 8)", 8))):
-                        s(f"a{r}{g} = {pair(self.ref2(a, row, add(k0, str(ko))), self.ref2(a, row, add(k0, str(ko + 1))))}")
-                    col = add(f"tc{g}", f"wg{g}")
-                    for r, ko in enumerate((0, 8)):
-                        s(f"b{r}{g} = {pair(self.ref2(b, add(k0, str(ko)), col), self.ref2(b, add(k0, str(ko + 1)), col))}")
-                    s(f"{', '.join(c)} = {mma}(a0{g}, a1{g}, a2{g}, a3{g}, b0{g}, b1{g}, {', '.join(c)})")
+                col = add(f"tc{g}", f"wg{g}")
+                for kk in range(K // 16) if hoist else [None]:  # hoisted fragments: kk unrolled (register names)
+                    with s.block(f"for kk in range({K // 16}):") if kk is None and K > 16 else nullcontext():
+                        k0 = add(str(kk * 16) if kk is not None else mul("kk", 16) if K > 16 else "0",
+                                 mul(f"wt{g}", 2))
+                        if hoist:
+                            av = qa[j][kk]
+                        else:
+                            av = [f"a{r}{g}" for r in range(4)]
+                            for r in range(4):
+                                s(f"{av[r]} = {a_frag(r, k0)}")
+                        for r, ko in enumerate((0, 8)):
+                            s(f"b{r}{g} = {pair(self.ref2(b, add(k0, str(ko)), col), self.ref2(b, add(k0, str(ko + 1)), col))}")
+                        s(f"{', '.join(c)} = {mma}({', '.join(av)}, b0{g}, b1{g}, {', '.join(c)})")
                 if persist:
                     continue
                 for r, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):

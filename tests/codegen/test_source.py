@@ -84,6 +84,9 @@ def test_tensor_core_staged_tiles_get_padded_rows() -> None:
     assert sorted(em.pitch.values()) == [(16, 20)] * 4
     src, info = em.emit()
     assert "* 20 +" in src
+    # Q is the same every iteration: its A fragments are packed once, before the loop
+    pre, loop = src.split("for it in range(2):")
+    assert "qa" in pre and "mma_f16(qa" in loop
     # the FMA lowering keeps dense tiles
     assert _Emitter(bg, "k", CodegenOptions()).pitch == {}
 
