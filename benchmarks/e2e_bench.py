@@ -83,6 +83,41 @@ def copy_floor_us(nbytes: int) -> float:
     return prof.time_calls([lambda s=s: dst.copy_(s) for s in src], name="copy floor", repeats=300).median_us
 
 
+_READ_SRC = """
+@cuda.jit(fastmath=True)
+def read_all(w, out):
+    t = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    step = cuda.gridDim.x * cuda.blockDim.x * 4
+    acc = 0
+    for j in range(t * 4, w.shape[0], step):
+        v = ldg4(w, j)
+        acc ^= v[0] ^ v[1] ^ v[2] ^ v[3]
+    out[t] = acc
+"""
+
+
+def read_floor_us(nbytes: int) -> float:
+    """Device µs of the fastest plain read of ``nbytes`` (16-byte loads, grid-strided, best of 3 launch shapes).
+
+    What reading the program's bytes costs a numba kernel on this GPU, nothing computed or
+    written: on the H100 a 32 MB read takes 15.2 µs at best (benchmarks/splitk_read_bench.py
+    --flat sweeps 35 shapes), while a copy moving 16 MB in and 16 MB out takes 12.8 µs.
+    """
+    from mirage_lab.codegen.prelude import HEADER_PACKAGE, PRELUDE
+    from mirage_lab.gpu.numba_compat import cuda
+
+    ns: dict = {}
+    exec(HEADER_PACKAGE + PRELUDE + _READ_SRC, ns)
+    k = ns["read_all"]
+    words = max(4, nbytes // 16 * 4)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    n = max(2, min(16, -(-2 * l2 // (4 * words)) + 1))
+    src = [cuda.as_cuda_array(torch.empty(words, dtype=torch.int32, device="cuda")) for _ in range(n)]
+    out = cuda.as_cuda_array(torch.empty(264 * 1024, dtype=torch.int32, device="cuda"))
+    return min(prof.time_calls([lambda w=w: k[b, t](w, out) for w in src], name="read floor", repeats=300).median_us
+               for b, t in ((264, 512), (528, 256), (132, 1024)))
+
+
 def spearman(xs: list[float], ys: list[float]) -> float | None:
     if len(xs) < 3:
         return None
@@ -156,6 +191,7 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
         "compile_us": base["torch_compile"].median_us, "compile_graph_us": base["torch_compile_cuda_graph"].median_us,
         "floor_us": prof.floor_us(program), "copy_floor_us": copy_floor_us(
             sum(t.nbytes() for t in program.inputs) + sum(t.nbytes() for t in program.outputs)),
+        "read_floor_us": read_floor_us(sum(t.nbytes() for t in program.inputs)),
         "estimate_vs_measured_spearman": corr,
         "tuning": rep.rows(), "host_breakdown_us": breakdown, "launch_path": launchers,
         "candidates": len(best.search_result.candidates),
@@ -163,24 +199,25 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
     log(f"  check rel err {rel:.2e}; call {call_dev.median_us:.1f} µs (graph {graph_dev.median_us:.1f}); wall/sync call "
         f"{wall:.1f} µs (graph {wall_graph:.1f}); torch eager {res['torch_eager_us']:.1f}, compile graph "
         f"{res['compile_graph_us']:.1f}, floor {res['floor_us']:.1f} (one-kernel copy of the bytes "
-        f"{res['copy_floor_us']:.1f}); cost-model rank corr {corr}")
+        f"{res['copy_floor_us']:.1f}, plain read of the inputs {res['read_floor_us']:.1f}); cost-model rank corr {corr}")
     return res
 
 
 def table(rows: list[dict]) -> str:
     head = ("| program | search s | tune s | total s | chosen | rel err | **call µs** | graph=True µs | wall/sync call µs | "
-            "torch eager | torch graph | torch.compile | torch.compile graph | floor | copy floor | call / compile graph | "
-            "call / floor |")
-    out = [head, "|" + "---|" * 17]
+            "torch eager | torch graph | torch.compile | torch.compile graph | floor | copy floor | read floor | "
+            "call / compile graph | call / floor |")
+    out = [head, "|" + "---|" * 18]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['program']} | failed: {r['error'][:120]} |" + " |" * 15)
+            out.append(f"| {r['program']} | failed: {r['error'][:120]} |" + " |" * 16)
             continue
         f = lambda x: "—" if x is None else f"{x:.1f}"  # noqa: E731
         out.append(f"| {r['program']} | {f(r['search_s'])} | {f(r['tune_s'])} | {f(r['total_s'])} | {r['chosen']} | "
                    f"{r['rel_err']:.1e} | **{r['call_us']:.1f}** | {r['graph_us']:.1f} | {r['wall_sync_us']:.1f} | "
                    f"{r['torch_eager_us']:.1f} | {r['torch_graph_us']:.1f} | {r['compile_us']:.1f} | "
                    f"{r['compile_graph_us']:.1f} | {r['floor_us']:.1f} | {f(r.get('copy_floor_us'))} | "
+                   f"{f(r.get('read_floor_us'))} | "
                    f"{r['call_us'] / r['compile_graph_us']:.2f} | "
                    f"{r['call_us'] / r['floor_us']:.2f} |")
     return "\n".join(out)
