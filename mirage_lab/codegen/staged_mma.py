@@ -51,7 +51,7 @@ class StagedMmaEmitter:
             s(f"wl{g} = tid % 32")
             s(f"wg{g} = wl{g} // 4")
             s(f"wt{g} = wl{g} % 4")
-            tile = add("tid // 32", str(W * j))
+            tile = add(mul("(tid // 32)", rounds), str(j)) if blocked else add("tid // 32", str(W * j))
             s(f"tr{g} = ({tile}) // {NT} * 16 + wg{g}" if NT > 1 else f"tr{g} = ({tile}) * 16 + wg{g}")
             s(f"tc{g} = ({tile}) % {NT} * 8" if NT > 1 else f"tc{g} = 0")
 
@@ -73,6 +73,10 @@ class StagedMmaEmitter:
         ld_a = self.p.loader_of.get(a.guid)
         hoist = (self.in_loop and self.FR > 1 and ld_a is not None and ld_a.invariant
                  and rounds * (K // 16) * 4 <= MAX_HOISTED_FRAGS)
+        # One k-step and every warp's tiles in one row of tiles (exp(S) V of attention: 4 rows x 8
+        # columns of tiles over 8 warps): a warp takes consecutive tiles of a row and packs the
+        # A fragments once for all of them, where tiles dealt round-robin repacked A every round
+        blocked = K == 16 and rounds > 1 and tiles == W * rounds and NT % rounds == 0 and not hoist
         qa = [[[f"qa{g}_{j}_{kk}_{r}" for r in range(4)] for kk in range(K // 16)] for j in range(rounds)]
         if hoist:
             def pack_a(s: Src) -> None:
@@ -123,8 +127,9 @@ class StagedMmaEmitter:
                             av = qa[j][kk]
                         else:
                             av = [f"a{r}{g}" for r in range(4)]
-                            for r in range(4):
-                                s(f"{av[r]} = {a_frag(r, k0)}")
+                            if not blocked or j == 0:  # blocked: the same tile row in every round
+                                for r in range(4):
+                                    s(f"{av[r]} = {a_frag(r, k0)}")
                         for r, ko in enumerate((0, 8)):
                             s(f"b{r}{g} = {pair(self.ref2(b, add(k0, str(ko)), col), self.ref2(b, add(k0, str(ko + 1)), col))}")
                         s(f"{', '.join(c)} = {mma}({', '.join(av)}, b0{g}, b1{g}, {', '.join(c)})")

@@ -34,7 +34,7 @@ MMA_CASES = {"rms_norm_linear": 1, "rms_norm_linear_m16": 1, "rms_norm_linear_bf
 
 
 # cases with matmuls of two staged tiles wider than 16 rows on tensor cores (QK^T and exp(S)V of attention)
-MMA_STAGED = {"gqa_prefill_mma": 2}
+MMA_STAGED = {"gqa_prefill_mma": 2, "gqa_prefill_mma_blocked": 2}
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES])

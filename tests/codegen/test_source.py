@@ -102,3 +102,17 @@ def test_padding_that_would_spill_falls_back_to_dense_tiles() -> None:
     with pytest.raises(_PaddingOverflow):
         _Emitter(bg, "k", opts).emit()
     assert emit_block_kernel(bg, "k", opts) == _Emitter(bg, "k", opts, pad=False).emit()
+
+
+def test_warp_packs_a_once_for_its_tiles_of_one_row() -> None:
+    """exp(S)V: 2 x 4 output tiles over 4 warps, one k-step: a warp takes two tiles of a row, A packed once."""
+    from mirage_lab.codegen import CodegenOptions
+
+    bg = gqa_flashdecoding(batch=1, q_len=32, head_dim=32, kv_len=64, kv_splits=2, q_blocks=1,
+                           forloop_range=2).customized_ops[0].block_graph
+    pv = [op for op in bg.ops if op.op_type == "matmul"][1]
+    src, _ = emit_block_kernel(bg, "k", CodegenOptions(mma=True))
+    g = pv.guid
+    assert f"tr{g} = (((tid // 32)) * 2 + 1) // 4" in src     # consecutive tiles per warp
+    loop = src.split("for it in range(2):")[1]
+    assert loop.count(f"a0{g} = ") == 1 and loop.count(f"b0{g} = ") == 2
