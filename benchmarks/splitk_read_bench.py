@@ -77,6 +77,14 @@ def kernel_source(width: int, T: int, S: int, vec: int, combine: bool) -> str | 
     return "\n".join(lines) + "\n"
 
 
+def compiled(src: str, name: str):
+    """The kernel ``k`` of ``src``, with the generated modules' prelude (``ldg4``, ``ldg2``, ``f32``)."""
+    ns: dict = {}
+    exec(HEADER_PACKAGE + PRELUDE, ns)
+    exec(compile(src, name, "exec"), ns)
+    return ns["k"]
+
+
 def flat_source(T: int, blocks: int, L: int) -> str | None:
     """The copy kernel's pattern: the whole 32 MB read contiguously, 16-byte loads, grid-strided."""
     step = blocks * T * 4
@@ -101,10 +109,7 @@ def flat_table(views, wsv, cntv, ov) -> None:
         src = flat_source(T, blocks, L)
         if src is None:
             continue
-        ns: dict = {}
-        exec(HEADER_PACKAGE + PRELUDE, ns)
-        exec(compile(src, f"<flat{blocks}t{T}L{L}>", "exec"), ns)
-        k = ns["k"]
+        k = compiled(src, f"<flat{blocks}t{T}L{L}>")
         us = prof.time_calls([lambda v=v: k[blocks, T](v, wsv, cntv, ov) for v in views], repeats=300).median_us
         print(f"| {blocks} | {T} | {L} | {us:.1f} | {ROWS * WORDS * 4 / us / 1e6:.2f} |", flush=True)
 
@@ -137,10 +142,7 @@ def main() -> int:
         src = kernel_source(width, T, S, vec, combine)
         if src is None:
             continue
-        ns: dict = {}
-        exec(HEADER_PACKAGE + PRELUDE, ns)
-        exec(compile(src, f"<w{width}t{T}s{S}v{vec}>", "exec"), ns)
-        k = ns["k"]
+        k = compiled(src, f"<w{width}t{T}s{S}v{vec}>")
         grid = (WORDS // width, S)
         us = prof.time_calls([lambda v=v: k[grid, T](v, wsv, cntv, ov) for v in views], repeats=300).median_us
         best.append((us, width, T, S, vec))
