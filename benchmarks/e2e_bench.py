@@ -76,16 +76,15 @@ def copy_floor_us(nbytes: int) -> float:
     and drain. Sources rotate over copies larger than 2 x L2, as for every timed call.
     """
     half = max(1, nbytes // 4)  # float16 elements in half the bytes
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    n = max(2, min(16, -(-2 * l2 // (2 * half)) + 1))
-    src = [torch.empty(half, dtype=torch.float16, device="cuda") for _ in range(n)]
+    src = torch.empty(half, dtype=torch.float16, device="cuda")
     dst = torch.empty(half, dtype=torch.float16, device="cuda")
-    return prof.time_calls([lambda s=s: dst.copy_(s) for s in src], name="copy floor", repeats=300).median_us
+    sets = prof.make_copies([src], prof.rotation_copies([src]))
+    return prof.time_calls([lambda s=s: dst.copy_(s) for (s,) in sets], name="copy floor", repeats=300).median_us
 
 
 _READ_SRC = """
 @cuda.jit(fastmath=True)
-def read_all(w, out):
+def k(w, out):
     t = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     step = cuda.gridDim.x * cuda.blockDim.x * 4
     acc = 0
@@ -103,16 +102,12 @@ def read_floor_us(nbytes: int) -> float:
     written: on the H100 a 32 MB read takes 15.2 µs at best (benchmarks/splitk_read_bench.py
     --flat sweeps 35 shapes), while a copy moving 16 MB in and 16 MB out takes 12.8 µs.
     """
-    from mirage_lab.codegen.prelude import HEADER_PACKAGE, PRELUDE
     from mirage_lab.gpu.numba_compat import cuda
+    from splitk_read_bench import compiled  # the read sweeps' kernel builder (this folder)
 
-    ns: dict = {}
-    exec(HEADER_PACKAGE + PRELUDE + _READ_SRC, ns)
-    k = ns["read_all"]
-    words = max(4, nbytes // 16 * 4)
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    n = max(2, min(16, -(-2 * l2 // (4 * words)) + 1))
-    src = [cuda.as_cuda_array(torch.empty(words, dtype=torch.int32, device="cuda")) for _ in range(n)]
+    k = compiled(_READ_SRC, "<read floor>")
+    w0 = torch.empty(max(4, nbytes // 16 * 4), dtype=torch.int32, device="cuda")
+    src = [cuda.as_cuda_array(w) for (w,) in prof.make_copies([w0], prof.rotation_copies([w0]))]
     out = cuda.as_cuda_array(torch.empty(264 * 1024, dtype=torch.int32, device="cuda"))
     return min(prof.time_calls([lambda w=w: k[b, t](w, out) for w in src], name="read floor", repeats=300).median_us
                for b, t in ((264, 512), (528, 256), (132, 1024)))

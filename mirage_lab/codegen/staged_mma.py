@@ -82,7 +82,7 @@ class StagedMmaEmitter:
             def pack_a(s: Src) -> None:
                 s.comment(f"A fragments of {op.outputs[0].name} = matmul({a.name}, ...): {a.name} is loop-invariant")
                 for j in range(rounds):
-                    with guarded(s, j) if (j + 1) * W > tiles else nullcontext():
+                    with guarded(s, j):
                         tile_of(s, j)
                         for kk in range(K // 16):
                             k0 = add(str(kk * 16), mul(f"wt{g}", 2))
