@@ -58,7 +58,8 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
     s("OUTPUTS = [" + ", ".join(f"({t.dims!r}, {t.dtype.name!r})" for t in graph.outputs) + "]")
     for info in infos.values():
         views = list(info.input_views) + ["int16" if dt != "float32" else "float32" for dt in info.output_dtypes]
-        s(f"_launch_{info.name} = _Launch({info.name}, {info.grid!r}, {info.threads}, {views + ['float32']!r})")
+        pdl = ", pdl=True" if info.pdl else ""
+        s(f"_launch_{info.name} = _Launch({info.name}, {info.grid!r}, {info.threads}, {views + ['float32']!r}{pdl})")
     s("")
     s("")
     with s.block("def run(inputs, poison=False):"):

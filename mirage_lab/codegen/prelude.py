@@ -26,6 +26,7 @@ from __future__ import annotations
 
 HEADER_PACKAGE = '''\
 import math
+import os
 import numpy as np
 import torch
 from mirage_lab.gpu.numba_compat import SIMULATOR, cuda, intrinsic, llvm_ir, numba, types
@@ -280,6 +281,27 @@ else:
     mma_bf16 = intrinsic(_mma("bf16"))
 
 if SIMULATOR:
+    def gdc_wait():
+        pass
+
+    def gdc_launch():
+        pass
+else:
+    def _gdc(ptx):
+        # griddepcontrol (PTX 7.8, sm_90+): emitted only where the device has it, else nothing
+        def typer(typingctx):
+            def codegen(context, builder, signature, args):
+                if _pdl_capable():
+                    fty = llvm_ir.FunctionType(llvm_ir.VoidType(), [])
+                    builder.call(llvm_ir.InlineAsm(fty, ptx, "~{memory}", side_effect=True), [])
+                return context.get_dummy_value()
+            return types.void(), codegen
+        return typer
+
+    gdc_wait = intrinsic(_gdc("griddepcontrol.wait;"))
+    gdc_launch = intrinsic(_gdc("griddepcontrol.launch_dependents;"))
+
+if SIMULATOR:
     fexp, fsqrt, fpow = np.exp, np.sqrt, np.power
 
     def ferf(x):
@@ -326,12 +348,13 @@ class _Launch:
     writes the data pointers. Where that cannot be set up, ``cuda.core.launch`` is used.
     """
 
-    def __init__(self, kernel, grid, threads, views):
+    def __init__(self, kernel, grid, threads, views, pdl=False):
         self.kernel = kernel
         self.grid = grid
         self.block = (threads, 1, 1)
         self.views = [getattr(torch, v) for v in views]
         self.fast = None
+        self.pdl = pdl and _pdl_capable()
 
     def __call__(self, sptr, *tensors):
         fast = self.fast
@@ -348,7 +371,7 @@ class _Launch:
                 tmpl += (0, 0, n, isz, 0, n, isz)
             cufunc = ov._codelibrary.get_cufunc()
             try:
-                self.fast = _driver_launcher(int(cufunc.handle), self.grid, self.block, tmpl)
+                self.fast = _driver_launcher(int(cufunc.handle), self.grid, self.block, tmpl, self.pdl)
             except Exception:
                 try:
                     self.fast = _core_launcher(cufunc.kernel, self.grid, self.block, tmpl)
@@ -356,7 +379,7 @@ class _Launch:
                     self.fast = False
 
 
-def _driver_launcher(handle, grid, block, tmpl):
+def _driver_launcher(handle, grid, block, tmpl, pdl=False):
     import ctypes
 
     lib = _libcuda()
@@ -368,6 +391,7 @@ def _driver_launcher(handle, grid, block, tmpl):
     f = ctypes.c_void_p(handle)
     (gx, gy, gz), (bx, by, bz) = grid, block
     slots = range(4, n, 7)
+    ex = _pdl_config(grid, block) if pdl else None
 
     def go(sptr, tensors):
         for j, t in zip(slots, tensors):
@@ -376,8 +400,78 @@ def _driver_launcher(handle, grid, block, tmpl):
         if r:
             raise RuntimeError(f"cuLaunchKernel failed: CUresult {r}")
 
-    go.keep = (vals, params)  # the parameter buffers live as long as the launcher
-    return go
+    def go_pdl(sptr, tensors):
+        for j, t in zip(slots, tensors):
+            vals[j] = t.data_ptr()
+        cfg.hStream = sptr
+        r = launch_ex(cfg_ref, f, params, None)
+        if r:  # a driver that refuses the attribute: plain launches from now on
+            launcher.go = go
+            go(sptr, tensors)
+
+    if ex is None:
+        go.keep = (vals, params)  # the parameter buffers live as long as the launcher
+        return go
+    launch_ex, cfg, attr = ex
+    cfg_ref = ctypes.addressof(cfg)
+
+    class _Switch:  # one indirection, so a refused attribute can fall back for good
+        def __call__(self, sptr, tensors):
+            self.go(sptr, tensors)
+
+    launcher = _Switch()
+    launcher.go = go_pdl
+    launcher.keep = (vals, params, cfg, attr)
+    return launcher
+
+
+def _pdl_config(grid, block):
+    """``cuLaunchKernelEx`` and a launch config asking for programmatic stream serialization.
+
+    The kernel may then start while the stream's previous kernel still runs (that one's
+    ``griddepcontrol.launch_dependents`` lets it); it waits in ``griddepcontrol.wait`` until
+    the previous kernel is done and its writes are visible. ``MIRAGE_LAB_PDL=0`` turns it off.
+    """
+    import ctypes
+
+    lib = _libcuda()
+    if os.environ.get("MIRAGE_LAB_PDL", "1") == "0" or not hasattr(lib, "cuLaunchKernelEx"):
+        return None
+
+    class Attr(ctypes.Structure):  # CUlaunchAttribute: id, padding, a 64-byte value union
+        _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int),
+                    ("rest", ctypes.c_char * 60)]
+
+    class Config(ctypes.Structure):  # CUlaunchConfig
+        _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                    ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                    ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                    ("attrs", ctypes.POINTER(Attr)), ("numAttrs", ctypes.c_uint)]
+
+    attr = (Attr * 1)()
+    attr[0].id = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr[0].value = 1
+    cfg = Config(*grid, *block, 0, None, attr, 1)
+    fn = lib.cuLaunchKernelEx
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn, cfg, attr
+
+
+_PDL = []
+
+
+def _pdl_capable():
+    """Whether this process's device has programmatic dependent launch (compute capability 9.0+)."""
+    if not _PDL:
+        ok = False
+        if not SIMULATOR:
+            try:
+                ok = cuda.get_current_device().compute_capability >= (9, 0)
+            except Exception:
+                ok = False
+        _PDL.append(ok)
+    return _PDL[0]
 
 
 def _core_launcher(kernel, grid, block, tmpl):
