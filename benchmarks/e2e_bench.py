@@ -169,7 +169,7 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
     breakdown = {"check_inputs": host_us(lambda: k.check_inputs(xs)), "module_run": host_us(lambda: k.module.run(xs)),
                  "best_call": host_us(lambda: best(inputs=xs)), "graph_replay": host_us(lambda: best(inputs=xs, graph=True)),
                  "torch_eager": host_us(lambda: fn(*xs)), "idle_sync_wall": idle_sync}
-    launchers = sorted({getattr(getattr(k.module, f"_launch_{i.name}").fast, "__qualname__", "dispatcher")
+    launchers = sorted({getattr(getattr(k.module, f"_launch_{i.name}").go, "__qualname__", "?")
                         for i in k.kernels})
     log(f"  launch path: {launchers}")
     log("  host µs per call (no sync): " + ", ".join(f"{a} {b:.1f}" for a, b in breakdown.items()))

@@ -23,7 +23,7 @@ from .host import emit_host, torch_expr
 from .plan import DEFAULT_OPTIONS, CodegenOptions
 from .prelude import HEADER_PACKAGE, HEADER_STANDALONE, PRELUDE
 
-CODEGEN_VERSION = 8  # 3: launch bounds, static launch views; 4: driver launches, cached empty scratch; 5: mirage_lab.gpu; 7: padded tensor-core tiles; 8: programmatic dependent launch between a module's kernels
+CODEGEN_VERSION = 7  # 3: launch bounds, static launch views; 4: driver launches, cached empty scratch; 5: mirage_lab.gpu; 7: padded tensor-core tiles
 
 
 @dataclass
@@ -44,10 +44,8 @@ def generate_module(graph: KernelGraph, *, standalone: bool = False, docstring: 
         raise CodegenError("generate_module: the graph has no outputs; call graph.mark_output(t) first")
     infos: dict[int, KernelInfo] = {}
     sources: dict[str, str] = {}
-    kernels = graph.customized_ops
-    for i, op in enumerate(kernels):
-        src, info = emit_block_kernel(op.block_graph, f"kernel_{i}", options, after_kernel=i > 0,
-                                      before_kernel=i + 1 < len(kernels))
+    for i, op in enumerate(graph.customized_ops):
+        src, info = emit_block_kernel(op.block_graph, f"kernel_{i}", options)
         infos[op.guid] = info
         sources[info.name] = src
     parts = []

@@ -57,7 +57,6 @@ class KernelInfo:
     output_dtypes: list[str]
     streamed_inputs: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    pdl: bool = False                # launched as a programmatic dependent of the module's previous kernel
 
     @property
     def scratch_floats(self) -> int:
@@ -91,10 +90,8 @@ class _Sync:
 class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, StagedMmaEmitter,
                AccumulatorEmitter):
     def __init__(self, bg: "BlockGraph", name: str, options: CodegenOptions = DEFAULT_OPTIONS,
-                 pad: bool = True, *, after_kernel: bool = False, before_kernel: bool = False) -> None:
+                 pad: bool = True) -> None:
         self.options = options
-        self.after_kernel = after_kernel      # waits for the module's previous kernel (PDL)
-        self.before_kernel = before_kernel    # lets the module's next kernel launch early (PDL)
         self.p = KernelPlan(bg, name, options)
         self.bg = bg
         self.name = name
@@ -410,13 +407,6 @@ class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, S
             for a in range(3):
                 if grid[a] > 1:
                     out(f"{AXIS_VARS[a]} = cuda.blockIdx.{'xyz'[a]}")
-            # Programmatic dependent launch (sm_90+; no-ops elsewhere and when launched plainly):
-            # the next kernel's blocks may be scheduled once all of this one's have started, and
-            # wait here, before touching global memory, until the previous kernel's writes land
-            if self.before_kernel:
-                out("gdc_launch()")
-            if self.after_kernel:
-                out("gdc_wait()")
             if scratch:
                 lin = add(AXIS_VARS[0] if grid[0] > 1 else "0", mul("by", grid[0]) if grid[1] > 1 else "0",
                           mul("bz", grid[0] * grid[1]) if grid[2] > 1 else "0")
@@ -458,7 +448,7 @@ class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, S
             name=self.name, grid=tuple(grid), threads=self.T, pool_floats=pool,
             scratch_floats_per_block=scratch, input_views=[ld.view for ld in p.loaders],
             output_dtypes=[sv.inputs[0].dtype.name for sv in bg.output_ops],
-            streamed_inputs=[st.loader.index for st in p.streams], notes=self.notes, pdl=self.after_kernel)
+            streamed_inputs=[st.loader.index for st in p.streams], notes=self.notes)
         return text, info
 
     def _doc(self) -> Src:
@@ -481,12 +471,9 @@ class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, S
         return d
 
 
-def emit_block_kernel(bg: "BlockGraph", name: str, options: CodegenOptions = DEFAULT_OPTIONS, *,
-                      after_kernel: bool = False, before_kernel: bool = False) -> tuple[str, KernelInfo]:
+def emit_block_kernel(bg: "BlockGraph", name: str,
+                      options: CodegenOptions = DEFAULT_OPTIONS) -> tuple[str, KernelInfo]:
     """The source of one ``@cuda.jit`` kernel for ``bg`` and its launch information.
-
-    ``after_kernel`` / ``before_kernel``: another kernel of the module runs just before / after
-    this one; the pair then overlaps its launch (programmatic dependent launch, sm_90+).
 
     >>> import mirage_lab as mi
     >>> from mirage_lab.examples import rms_norm_linear_fused
@@ -495,11 +482,10 @@ def emit_block_kernel(bg: "BlockGraph", name: str, options: CodegenOptions = DEF
     >>> info.grid, info.threads
     ((8, 1, 1), 128)
     """
-    order = {"after_kernel": after_kernel, "before_kernel": before_kernel}
     try:
-        return _Emitter(bg, name, options, **order).emit()
+        return _Emitter(bg, name, options).emit()
     except _PaddingOverflow:
-        return _Emitter(bg, name, options, pad=False, **order).emit()
+        return _Emitter(bg, name, options, pad=False).emit()
 
 
 class _PaddingOverflow(Exception):

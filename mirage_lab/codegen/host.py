@@ -50,7 +50,13 @@ def torch_expr(op: "KNOp", args: list[str]) -> str:
 
 
 def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
-    """The ``run(inputs)`` function of a module, launching ``infos[op.guid]`` for customized ops."""
+    """The ``run(inputs)`` function of a module, launching ``infos[op.guid]`` for customized ops.
+
+    The tensors the kernels write are listed once (``_BUFS``): intermediates and scratch
+    are kept per (device, stream) and the next call's outputs are allocated after this
+    call's launches, so a call's path to its first launch allocates nothing (``_Buffers``);
+    ``poison=True``, CUDA-graph capture and large outputs allocate them in the call.
+    """
     s = Src(0)
     names = {t.guid: f"t{t.guid}" for t in graph.tensors}
     ins = ", ".join(names[t.guid] for t in graph.inputs)
@@ -58,10 +64,24 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
     s("OUTPUTS = [" + ", ".join(f"({t.dims!r}, {t.dtype.name!r})" for t in graph.outputs) + "]")
     for info in infos.values():
         views = list(info.input_views) + ["int16" if dt != "float32" else "float32" for dt in info.output_dtypes]
-        pdl = ", pdl=True" if info.pdl else ""
-        s(f"_launch_{info.name} = _Launch({info.name}, {info.grid!r}, {info.threads}, {views + ['float32']!r}{pdl})")
+        s(f"_launch_{info.name} = _Launch({info.name}, {info.grid!r}, {info.threads}, {views + ['float32']!r})")
+    # what the kernels write: (name, dims, torch dtype) of intermediates + scratch, and of outputs
+    out_guids = {t.guid for t in graph.outputs}
+    temps: list[tuple[str, str]] = []   # (variable, spec text)
+    outs: list[tuple[str, str]] = []
+    launches: list[tuple[KernelInfo, list[str]]] = []
+    for op in graph.customized_ops:
+        info = infos[op.guid]
+        for t in op.outputs:
+            spec = f"({t.dims!r}, {_TORCH_DT[t.dtype.name]})"
+            (outs if t.guid in out_guids else temps).append((names[t.guid], spec))
+        scratch = f"s_{info.name}"
+        temps.append((scratch, f"(({info.scratch_floats},), torch.float32)" if info.scratch_floats else "None"))
+        launches.append((info, [names[t.guid] for t in op.inputs] + [names[t.guid] for t in op.outputs] + [scratch]))
+    s("_BUFS = _Buffers([" + ", ".join(spec for _, spec in temps) + "], [" + ", ".join(spec for _, spec in outs) + "])")
     s("")
     s("")
+    by_guid = {info.name: args for info, args in launches}
     with s.block("def run(inputs, poison=False):"):
         s('"""Run the μGraph: torch tensors in ``new_input`` order -> list of output tensors.')
         s("")
@@ -71,24 +91,21 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
         s(f"dev = {names[graph.inputs[0].guid]}.device")
         if infos:
             s("sp = _stream_ptr(dev)")
+            s("bufs = _BUFS.take(dev, sp, poison)")
+            tv = ", ".join(v for v, _ in temps) + ("," if len(temps) == 1 else "")
+            ov = ", ".join(v for v, _ in outs) + ("," if len(outs) == 1 else "")
+            s(f"({tv}), ({ov}) = bufs" if outs else f"({tv}), _ = bufs")
         for op in graph.ops:
             if op.op_type == "input":
                 continue
-            outs = [names[t.guid] for t in op.outputs]
+            outs_ = [names[t.guid] for t in op.outputs]
             args = [names[t.guid] for t in op.inputs]
             if op.op_type != "customized":
-                s(f"{outs[0]} = {torch_expr(op, args)}")
+                s(f"{outs_[0]} = {torch_expr(op, args)}")
                 continue
             info = infos[op.guid]
-            for t in op.outputs:
-                s(f"{names[t.guid]} = _empty({t.dims!r}, {_TORCH_DT[t.dtype.name]}, dev, poison)")
-            kargs = args + outs  # flat views of these are fixed per kernel (_Launch's views)
-            kargs.append(f"_empty(({info.scratch_floats},), torch.float32, dev, False)" if info.scratch_floats
-                         else "_no_scratch(dev)")
-            s(f"_launch_{info.name}(")
-            s("    sp,")
-            for a in kargs:
-                s(f"    {a},")
-            s(")")
+            s(f"_launch_{info.name}.go(sp, ({', '.join(by_guid[info.name])}))")
+        if infos:
+            s("_BUFS.refill(dev, sp, bufs)  # the next call's outputs, allocated while these kernels run")
         s("return [" + ", ".join(names[t.guid] for t in graph.outputs) + "]")
     return s.text()

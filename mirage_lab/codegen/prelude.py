@@ -26,7 +26,6 @@ from __future__ import annotations
 
 HEADER_PACKAGE = '''\
 import math
-import os
 import numpy as np
 import torch
 from mirage_lab.gpu.numba_compat import SIMULATOR, cuda, intrinsic, llvm_ir, numba, types
@@ -281,27 +280,6 @@ else:
     mma_bf16 = intrinsic(_mma("bf16"))
 
 if SIMULATOR:
-    def gdc_wait():
-        pass
-
-    def gdc_launch():
-        pass
-else:
-    def _gdc(ptx):
-        # griddepcontrol (PTX 7.8, sm_90+): emitted only where the device has it, else nothing
-        def typer(typingctx):
-            def codegen(context, builder, signature, args):
-                if _pdl_capable():
-                    fty = llvm_ir.FunctionType(llvm_ir.VoidType(), [])
-                    builder.call(llvm_ir.InlineAsm(fty, ptx, "~{memory}", side_effect=True), [])
-                return context.get_dummy_value()
-            return types.void(), codegen
-        return typer
-
-    gdc_wait = intrinsic(_gdc("griddepcontrol.wait;"))
-    gdc_launch = intrinsic(_gdc("griddepcontrol.launch_dependents;"))
-
-if SIMULATOR:
     fexp, fsqrt, fpow = np.exp, np.sqrt, np.power
 
     def ferf(x):
@@ -341,137 +319,77 @@ def _empty(dims, dtype, dev, poison):
 class _Launch:
     """Launch one generated kernel on contiguous torch tensors, each seen as a flat array of ``views[i]``.
 
-    The first call goes through numba's dispatcher (which compiles the kernel or loads it
-    from numba's disk cache). Later calls go straight to the driver's ``cuLaunchKernel``
-    through ctypes, with the kernel's parameters (numba's array layout: meminfo, parent,
-    nitems, itemsize, data, shape, strides) packed once: shapes are static, so a call only
+    ``go(stream_ptr, tensors)`` launches. Its first call goes through numba's dispatcher
+    (which compiles the kernel or loads it from numba's disk cache) and then replaces
+    ``go`` by a direct driver launch: ``cuLaunchKernel`` through ctypes, with the kernel's
+    parameters (numba's array layout: meminfo, parent, nitems, itemsize, data, shape,
+    strides) and the call's other arguments built once as ctypes objects, so a call only
     writes the data pointers. Where that cannot be set up, ``cuda.core.launch`` is used.
     """
 
-    def __init__(self, kernel, grid, threads, views, pdl=False):
+    def __init__(self, kernel, grid, threads, views):
         self.kernel = kernel
         self.grid = grid
         self.block = (threads, 1, 1)
         self.views = [getattr(torch, v) for v in views]
-        self.fast = None
-        self.pdl = pdl and _pdl_capable()
+        self.go = self._first
 
     def __call__(self, sptr, *tensors):
-        fast = self.fast
-        if fast:
-            fast(sptr, tensors)
-            return
+        self.go(sptr, tensors)
+
+    def _dispatch(self, sptr, tensors):
         arrays = [a.view(v).view(-1) for a, v in zip(tensors, self.views)]
         self.kernel[self.grid, self.block, _stream(sptr)](*[_dev(a) for a in arrays])
-        if fast is None and not SIMULATOR:
-            (ov,) = self.kernel.overloads.values()
-            tmpl = []
-            for a in arrays:
-                n, isz = a.numel(), a.element_size()
-                tmpl += (0, 0, n, isz, 0, n, isz)
-            cufunc = ov._codelibrary.get_cufunc()
+        return arrays
+
+    def _first(self, sptr, tensors):
+        arrays = self._dispatch(sptr, tensors)
+        if SIMULATOR:
+            self.go = self._dispatch
+            return
+        (ov,) = self.kernel.overloads.values()
+        tmpl = []
+        for a in arrays:
+            n, isz = a.numel(), a.element_size()
+            tmpl += (0, 0, n, isz, 0, n, isz)
+        cufunc = ov._codelibrary.get_cufunc()
+        try:
+            self.go = _driver_launcher(int(cufunc.handle), self.grid, self.block, tmpl)
+        except Exception:
             try:
-                self.fast = _driver_launcher(int(cufunc.handle), self.grid, self.block, tmpl, self.pdl)
-            except Exception:
-                try:
-                    self.fast = _core_launcher(cufunc.kernel, self.grid, self.block, tmpl)
-                except Exception:  # another numba-cuda layout: keep the dispatcher path
-                    self.fast = False
+                self.go = _core_launcher(cufunc.kernel, self.grid, self.block, tmpl)
+            except Exception:  # another numba-cuda layout: keep the dispatcher path
+                self.go = self._dispatch
 
 
-def _driver_launcher(handle, grid, block, tmpl, pdl=False):
+def _driver_launcher(handle, grid, block, tmpl):
     import ctypes
 
-    lib = _libcuda()
     n = len(tmpl)
     vals = (ctypes.c_uint64 * n)(*tmpl)
     base = ctypes.addressof(vals)
     params = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
-    launch = lib.cuLaunchKernel
-    f = ctypes.c_void_p(handle)
-    (gx, gy, gz), (bx, by, bz) = grid, block
+    # no argtypes: every argument is passed as a ready ctypes object (no per-call conversion)
+    launch = _libcuda()["cuLaunchKernel"]
+    launch.restype = ctypes.c_int
+    args = [ctypes.c_void_p(handle), *[ctypes.c_uint(v) for v in (*grid, *block, 0)],
+            ctypes.c_void_p(0), ctypes.c_void_p(ctypes.addressof(params)), ctypes.c_void_p(None)]
+    streams = {}
     slots = range(4, n, 7)
-    ex = _pdl_config(grid, block) if pdl else None
 
     def go(sptr, tensors):
         for j, t in zip(slots, tensors):
             vals[j] = t.data_ptr()
-        r = launch(f, gx, gy, gz, bx, by, bz, 0, sptr, params, None)
+        s = streams.get(sptr)
+        if s is None:
+            s = streams[sptr] = ctypes.c_void_p(sptr)
+        args[8] = s
+        r = launch(*args)
         if r:
             raise RuntimeError(f"cuLaunchKernel failed: CUresult {r}")
 
-    def go_pdl(sptr, tensors):
-        for j, t in zip(slots, tensors):
-            vals[j] = t.data_ptr()
-        cfg.hStream = sptr
-        r = launch_ex(cfg_ref, f, params, None)
-        if r:  # a driver that refuses the attribute: plain launches from now on
-            launcher.go = go
-            go(sptr, tensors)
-
-    if ex is None:
-        go.keep = (vals, params)  # the parameter buffers live as long as the launcher
-        return go
-    launch_ex, cfg, attr = ex
-    cfg_ref = ctypes.addressof(cfg)
-
-    class _Switch:  # one indirection, so a refused attribute can fall back for good
-        def __call__(self, sptr, tensors):
-            self.go(sptr, tensors)
-
-    launcher = _Switch()
-    launcher.go = go_pdl
-    launcher.keep = (vals, params, cfg, attr)
-    return launcher
-
-
-def _pdl_config(grid, block):
-    """``cuLaunchKernelEx`` and a launch config asking for programmatic stream serialization.
-
-    The kernel may then start while the stream's previous kernel still runs (that one's
-    ``griddepcontrol.launch_dependents`` lets it); it waits in ``griddepcontrol.wait`` until
-    the previous kernel is done and its writes are visible. ``MIRAGE_LAB_PDL=0`` turns it off.
-    """
-    import ctypes
-
-    lib = _libcuda()
-    if os.environ.get("MIRAGE_LAB_PDL", "1") == "0" or not hasattr(lib, "cuLaunchKernelEx"):
-        return None
-
-    class Attr(ctypes.Structure):  # CUlaunchAttribute: id, padding, a 64-byte value union
-        _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int),
-                    ("rest", ctypes.c_char * 60)]
-
-    class Config(ctypes.Structure):  # CUlaunchConfig
-        _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
-                    ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
-                    ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
-                    ("attrs", ctypes.POINTER(Attr)), ("numAttrs", ctypes.c_uint)]
-
-    attr = (Attr * 1)()
-    attr[0].id = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-    attr[0].value = 1
-    cfg = Config(*grid, *block, 0, None, attr, 1)
-    fn = lib.cuLaunchKernelEx
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    fn.restype = ctypes.c_int
-    return fn, cfg, attr
-
-
-_PDL = []
-
-
-def _pdl_capable():
-    """Whether this process's device has programmatic dependent launch (compute capability 9.0+)."""
-    if not _PDL:
-        ok = False
-        if not SIMULATOR:
-            try:
-                ok = cuda.get_current_device().compute_capability >= (9, 0)
-            except Exception:
-                ok = False
-        _PDL.append(ok)
-    return _PDL[0]
+    go.keep = (vals, params, args)  # the parameter buffers live as long as the launcher
+    return go
 
 
 def _core_launcher(kernel, grid, block, tmpl):
@@ -491,6 +409,54 @@ def _core_launcher(kernel, grid, block, tmpl):
     return go
 
 
+_PREFETCH_BYTES = 64 << 20
+_capturing = (lambda: False) if SIMULATOR else torch.cuda.is_current_stream_capturing
+
+
+class _Buffers:
+    """The tensors a module's kernels write, kept per (device, stream) between calls.
+
+    Intermediates and scratch are reused: calls on one stream run in order, so the next
+    call's kernels write them only after this call's have read them. Outputs are fresh for
+    every call, but allocated for the next call right after this call's launches, while
+    its kernels run, so the way from a call to its first launch allocates nothing. The call
+    allocates everything itself (``take`` returns fresh tensors) with ``poison``, under the
+    simulator, during CUDA-graph capture (a graph keeps its own buffers), and when the
+    tensors are over 64 MiB (an allocation is then cheap beside the kernels' time).
+    """
+
+    def __init__(self, temps, outs):
+        self.temps = temps          # [(dims, dtype) | None (a kernel without scratch)]
+        self.outs = outs
+        size = sum(math.prod(d) * torch.empty((), dtype=t).element_size() for d, t in [*filter(None, temps), *outs])
+        self.keep = not SIMULATOR and size <= _PREFETCH_BYTES
+        self.sets = {}              # (device index, stream) -> [intermediates, next outputs]
+
+    def _alloc(self, specs, dev, poison):
+        return [_no_scratch(dev) if sp is None else _empty(sp[0], sp[1], dev, poison) for sp in specs]
+
+    def take(self, dev, sp, poison):
+        """(intermediates, outputs) for one call on stream ``sp`` of ``dev``."""
+        st = None
+        if not poison and self.keep and not _capturing():
+            st = self.sets.get((dev.index, sp))
+            if st is None:
+                st = self.sets[(dev.index, sp)] = [self._alloc(self.temps, dev, False), None, False]
+        if st is None or st[2]:  # fresh tensors; also for a call that interleaves with another (threads)
+            return self._alloc(self.temps, dev, poison), self._alloc(self.outs, dev, poison)
+        outs = st[1]
+        st[1] = None
+        st[2] = True
+        return st[0], outs if outs is not None else self._alloc(self.outs, dev, False)
+
+    def refill(self, dev, sp, bufs):
+        """After the launches: the next call's outputs (when this call used the kept buffers)."""
+        st = self.sets.get((dev.index, sp))
+        if st is not None and st[0] is bufs[0]:
+            st[1] = self._alloc(self.outs, dev, False)
+            st[2] = False
+
+
 _LIBCUDA = []
 
 
@@ -498,10 +464,7 @@ def _libcuda():
     if not _LIBCUDA:
         import ctypes
 
-        lib = ctypes.CDLL("libcuda.so.1")
-        lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-        lib.cuLaunchKernel.restype = ctypes.c_int
-        _LIBCUDA.append(lib)
+        _LIBCUDA.append(ctypes.CDLL("libcuda.so.1"))
     return _LIBCUDA[0]
 
 

@@ -90,6 +90,29 @@ def test_launches_follow_torchs_current_stream():
     assert torch.equal(out, ref)
 
 
+def test_kept_buffers_on_two_streams_and_in_a_graph():
+    """Two-kernel module: intermediates kept per stream, outputs fresh per call, a graph keeps its own."""
+    g = gqa_flashdecoding(2, 256, 64, 4096, kv_splits=8, q_blocks=16, forloop_range=4)
+    k = mi.runtime.compile(g)
+    sets = [_inputs(g, [1 / 8, 0.5, 1.0], seed) for seed in (8, 9)]
+    refs = [k(inputs=xs, poison=True)[0] for xs in sets]  # poison: allocated in the call, not kept
+    outs = [k(inputs=xs)[0] for xs in sets + sets]
+    assert len({o.data_ptr() for o in outs + refs}) == 6
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)             # the side stream lags: its intermediates must be its own
+        (side,) = k(inputs=sets[1])
+    (main,) = k(inputs=sets[0])
+    (graphed,) = k(inputs=sets[1], graph=True)
+    (after,) = k(inputs=sets[0])
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    for o, r in zip(outs + [main, side, graphed, after], refs + refs + [refs[0], refs[1], refs[1], refs[0]]):
+        assert torch.equal(o, r)
+    assert len(k.module._BUFS.sets) >= 2          # one set per stream used
+
+
 def test_profile_and_select_fastest():
     cands = [gqa_flashdecoding(64, 1, 128, 4096, kv_splits=16, q_blocks=1, forloop_range=4),
              gqa_flashdecoding(64, 1, 128, 4096, kv_splits=8, q_blocks=1, forloop_range=8)]
