@@ -103,13 +103,18 @@ def bench_program(name: str, g, opts) -> dict:
           f"three calls give three equal, distinct outputs: {res['fresh_outputs']}", flush=True)
     del graphs
     dev = xs[0].device
+    sp = mod._stream_ptr(dev)
+    temps, outs = mod._BUFS.take(dev, sp, True)
     pieces = {
-        "check_inputs": lambda: k.check_inputs(xs),
+        "check_inputs (remembered set)": lambda: k.check_inputs(xs),
+        "check_inputs (full check)": lambda: k._check_inputs_once(xs),
         "torch.empty(out)": lambda: torch.empty(tuple(g.outputs[0].dims), dtype=xs[0].dtype, device=dev),
         "_stream_ptr": lambda: mod._stream_ptr(dev),
         "is_current_stream_capturing": torch.cuda.is_current_stream_capturing,
         "_BUFS.take + refill": lambda: mod._BUFS.refill(dev, 0, mod._BUFS.take(dev, 0, False)),
         "module.run (launches)": lambda: mod.run(xs),
+        "one launch (_launch_kernel_0.go)": (lambda: mod._launch_kernel_0.go(sp, (*xs, *outs, *temps)))
+        if len(k.kernels) == 1 else (lambda: None),
         "kernel(inputs)": lambda: k(inputs=xs),
         "graph replay": k.capture(xs).replay,
         "torch tiny op (x.add_(0))": lambda: xs[0].add_(0),

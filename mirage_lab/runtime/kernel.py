@@ -78,6 +78,8 @@ class CompiledKernel:
         self.simulator = simulator_active()
         self._graphs: dict[tuple, "GraphedKernel"] = {}
         self._specs = [(torch.Size(t.dims), t.dtype.torch) for t in graph.inputs]
+        self._memo: tuple[list[tuple[Any, int, int]], list[torch.Tensor]] | None = None  # the last valid input set
+        self._run = module.run
 
     @property
     def source(self) -> str:
@@ -92,10 +94,27 @@ class CompiledKernel:
     def check_inputs(self, inputs: Any) -> list[torch.Tensor]:
         """Validate ``inputs`` (count, shape, dtype, device); return them contiguous and 16-byte aligned.
 
-        The common case (plain CUDA tensors, right shapes, contiguous, aligned, one device) is
-        checked in a few attribute reads per tensor; anything else takes the path that says
-        what is wrong or fixes it (a copy for non-contiguous or misaligned tensors).
+        Checked once per input set: the tensors last found valid as they are (no copy needed)
+        are remembered by identity, version counter and data pointer, so calling again on
+        them costs three reads per tensor; anything done to a tensor in place (a write,
+        ``t_()``, ``resize_()``, ``set_()``) bumps its version and brings the full check back.
         """
+        memo = self._memo
+        if memo is not None and type(inputs) in (list, tuple) and len(inputs) == len(memo[0]):
+            for x, (ref, version, ptr) in zip(inputs, memo[0]):
+                if ref() is not x or x._version != version or x.data_ptr() != ptr:
+                    break
+            else:
+                return memo[1]
+        xs = self._check_inputs_once(inputs)
+        if not self.simulator and all(a is b for a, b in zip(xs, inputs)):
+            self._memo = ([(weakref.ref(x), x._version, x.data_ptr()) for x in xs], list(xs))
+        return xs
+
+    def _check_inputs_once(self, inputs: Any) -> list[torch.Tensor]:
+        """The common case (plain CUDA tensors, right shapes, contiguous, aligned, one device) in a
+        few attribute reads per tensor; anything else takes the path that says what is wrong or
+        fixes it (a copy for non-contiguous or misaligned tensors)."""
         if not self.simulator and type(inputs) in (list, tuple) and len(inputs) == len(self._specs):
             dev = -2
             for x, (dims, dt) in zip(inputs, self._specs):
@@ -158,7 +177,7 @@ class CompiledKernel:
             if gk is None:
                 gk = self._graphs[key] = GraphedKernel(self, xs)
             return gk.replay()
-        return self.module.run(xs, poison)
+        return self._run(xs, poison)
 
     def run_unchecked(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Launch without validation (inputs already checked): the profiler's eager path."""

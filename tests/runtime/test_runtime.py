@@ -70,3 +70,19 @@ def test_torch_fn_runs_customized_ops_through_the_interpreter():
 def test_floor():
     assert abs(floor_us(rms_norm_linear_program(16, 4096, 4096)) - 11.2) < 0.2   # 33.8 MB / 3.0 TB/s
     assert abs(floor_us(gqa_program(64, 1, 128, 4096)) - 44.7) < 0.1
+
+
+def test_inputs_are_checked_again_after_an_in_place_change(kernel):
+    """The checked-input memo never hides a tensor changed in place (t_(), resize_(), a new input)."""
+    if kernel.simulator or not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU: the memo is for CUDA tensors")
+    X = torch.zeros(4, 256, dtype=torch.float16, device="cuda")
+    W = torch.zeros(256, 256, dtype=torch.float16, device="cuda")
+    assert kernel.check_inputs([X, W]) == [X, W]
+    assert kernel.check_inputs([X, W])[1] is W           # remembered: same tensors, same versions
+    W.t_()                                               # in place: a transposed, non-contiguous W
+    (_, w2) = kernel.check_inputs([X, W])
+    assert w2 is not W and w2.is_contiguous()            # checked again and copied
+    X.resize_(2, 256)
+    with pytest.raises(KernelInputError, match="shape"):
+        kernel.check_inputs([X, W])
