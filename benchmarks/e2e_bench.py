@@ -113,6 +113,25 @@ def read_floor_us(nbytes: int) -> float:
                for b, t in ((264, 512), (528, 256), (132, 1024)))
 
 
+def process_state(log, xs) -> None:
+    """What else this process runs after superoptimize (threads, child processes, load): a slow wall explained."""
+    import multiprocessing as mp
+    import os
+    import threading
+
+    kids = mp.active_children()
+    try:
+        import psutil
+
+        me = psutil.Process()
+        busy = [(c.pid, c.name(), c.cpu_percent(interval=0.2)) for c in me.children(recursive=True)]
+    except Exception as e:  # psutil missing: the counts still say enough
+        busy = [f"psutil: {e}"]
+    tiny = wall_sync_us(lambda: xs[0].add_(0))
+    log(f"  process: threads {[t.name for t in threading.enumerate()]}; mp children {len(kids)}; all children "
+        f"{busy[:20]}; load {os.getloadavg()}; tiny torch op + sync {tiny:.1f} µs")
+
+
 def spearman(xs: list[float], ys: list[float]) -> float | None:
     if len(xs) < 3:
         return None
@@ -161,6 +180,7 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
     graph_dev = prof.time_calls([lambda s=s: best(inputs=s, graph=True) for s in sets], name="graph", repeats=300)
     wall = wall_sync_us(lambda: best(inputs=xs))
     wall_graph = wall_sync_us(lambda: best(inputs=xs, graph=True))
+    process_state(log, xs)
     base = prof.profile_baselines(program, xs, repeats=300)
     fn = mi.runtime.to_torch_fn(program)
     wall_torch = wall_sync_us(lambda: fn(*xs))
