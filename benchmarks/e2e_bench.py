@@ -180,6 +180,13 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
     graph_dev = prof.time_calls([lambda s=s: best(inputs=s, graph=True) for s in sets], name="graph", repeats=300)
     wall = wall_sync_us(lambda: best(inputs=xs))
     wall_graph = wall_sync_us(lambda: best(inputs=xs, graph=True))
+    # the same calls' device time on these (unrotated, partly L2-resident) inputs, and the wall over rotated
+    # inputs (whose device time is call_dev's): what a synchronous call adds, both ways
+    warm_dev = prof.time_calls([lambda: best(inputs=xs)], name="call, unrotated", repeats=300)
+    rot = iter(range(10**9))
+    wall_rot = wall_sync_us(lambda: best(inputs=sets[next(rot) % len(sets)]))
+    log(f"  wall/sync over rotated inputs {wall_rot:.1f} µs (device {call_dev.median_us:.1f}: +{wall_rot - call_dev.median_us:.1f}); "
+        f"unrotated {wall:.1f} µs (device {warm_dev.median_us:.1f}: +{wall - warm_dev.median_us:.1f})")
     process_state(log, xs)
     base = prof.profile_baselines(program, xs, repeats=300)
     fn = mi.runtime.to_torch_fn(program)
@@ -201,6 +208,7 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
         "variants_failed": sum(1 for r in rep.results if r.error), "input_policy": rep.input_policy,
         "chosen": rep.best.variant.tag if rep.best else None, "tuned_us": rep.best.median_us if rep.best else None,
         "rel_err": rel, "call_us": call_dev.median_us, "graph_us": graph_dev.median_us, "wall_sync_us": wall,
+        "call_unrotated_us": warm_dev.median_us, "wall_sync_rotated_us": wall_rot,
         "wall_sync_graph_us": wall_graph, "torch_wall_sync_us": wall_torch,
         "torch_eager_us": base["torch_eager"].median_us, "torch_graph_us": base["torch_cuda_graph"].median_us,
         "compile_us": base["torch_compile"].median_us, "compile_graph_us": base["torch_compile_cuda_graph"].median_us,

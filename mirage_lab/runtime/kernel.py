@@ -106,27 +106,25 @@ class CompiledKernel:
                     break
             else:
                 return memo[1]
-        xs = self._check_inputs_once(inputs)
-        if not self.simulator and all(a is b for a, b in zip(xs, inputs)):
-            self._memo = ([(weakref.ref(x), x._version, x.data_ptr()) for x in xs], list(xs))
-        return xs
-
-    def _check_inputs_once(self, inputs: Any) -> list[torch.Tensor]:
-        """The common case (plain CUDA tensors, right shapes, contiguous, aligned, one device) in a
-        few attribute reads per tensor; anything else takes the path that says what is wrong or
-        fixes it (a copy for non-contiguous or misaligned tensors)."""
+        # the common case (plain CUDA tensors, right shapes, contiguous, aligned, one device) in a
+        # few attribute reads per tensor, remembered as it goes; anything else takes the path
+        # that says what is wrong or fixes it (a copy for non-contiguous or misaligned tensors)
         if not self.simulator and type(inputs) in (list, tuple) and len(inputs) == len(self._specs):
             dev = -2
+            seen = []
             for x, (dims, dt) in zip(inputs, self._specs):
-                if (type(x) is not torch.Tensor or x.dtype is not dt or x.shape != dims or not x.is_cuda
-                        or not x.is_contiguous() or x.data_ptr() & 15):
+                if type(x) is not torch.Tensor or x.dtype is not dt or x.shape != dims or not x.is_cuda:
                     break
+                ptr = x.data_ptr()
                 d = x.get_device()
-                if dev != d and dev != -2:
+                if ptr & 15 or not x.is_contiguous() or (dev != d and dev != -2):
                     break
                 dev = d
+                seen.append((weakref.ref(x), x._version, ptr))
             else:
-                return inputs if type(inputs) is list else list(inputs)
+                xs = list(inputs)
+                self._memo = (seen, xs)
+                return xs
         return self._check_inputs_slow(inputs)
 
     def _check_inputs_slow(self, inputs: Any) -> list[torch.Tensor]:
