@@ -2,7 +2,8 @@
 
 ``mirage_lab.lab`` and ``mirage_lab.widgets`` name their ipywidgets / plotly entry points
 this way: ``import mirage_lab`` does not load the widget stack, the first ``mi.lab.explore``
-does.
+does. ``mirage_lab.verify.field`` resolves the names that moved out of it this way (an
+eager import there would be circular).
 
     >>> __getattr__, __dir__ = lazy_attributes({"__name__": "demo", "__all__": ["sqrt"]},
     ...                                        {"sqrt": ("math", "sqrt")})
@@ -24,7 +25,8 @@ def lazy_attributes(namespace: dict[str, Any], table: Mapping[str, tuple[str, st
     """A module's ``__getattr__`` and ``__dir__`` for the names of ``table`` (``name -> (module, attribute)``).
 
     ``namespace`` is the module's ``globals()``: a name, once imported, is stored there, so
-    later lookups do not come back here; ``__dir__`` lists it with ``__all__``.
+    later lookups do not come back here. ``__dir__`` lists the module's names, ``__all__``
+    and ``table``'s names.
     """
     module = namespace["__name__"]
 
@@ -37,7 +39,7 @@ def lazy_attributes(namespace: dict[str, Any], table: Mapping[str, tuple[str, st
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     def __dir__() -> list[str]:
-        return sorted(list(namespace) + list(namespace.get("__all__", [])))
+        return sorted(set(namespace) | set(namespace.get("__all__", ())) | set(table))
 
     return __getattr__, __dir__
 
