@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
+from ..ir.tiling import scatter_plan
 from .accumulators import AccumulatorEmitter
 from .buffers import BufferPlanner
 from .chains import ChainEmitter
@@ -36,7 +37,7 @@ from .elementwise import ElementwiseEmitter
 from .loaders import LoaderEmitter
 from .plan import (AXIS_VARS, DEFAULT_OPTIONS, MAX_REG_ELEMS, CodegenOptions, KernelPlan, Loader, Stream,
                    staged_mma_fits)
-from .source import Src, add, mul, row_strides
+from .source import Src, add, mul
 from .staged_mma import StagedMmaEmitter
 from .streams import StreamEmitter
 
@@ -236,14 +237,11 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
                 unroll=False)
 
     def saver_bases(self, s: Src) -> None:
+        """``ob{j}``: where this block's tile of output ``j`` starts (the grid strides of its scatter plan)."""
         grid = self.bg.grid_dim
         for j, sv in enumerate(self.bg.output_ops):
-            tile = sv.inputs[0].dims
-            strides = row_strides(sv.attrs["out_dims"])
-            omap = sv.attrs["output_map"]
-            terms = [mul(AXIS_VARS[a], tile[omap[a]] * strides[omap[a]]) for a in range(3)
-                     if grid[a] > 1 and omap[a] >= 0]
-            s(f"ob{j} = {add(*terms)}")
+            _, strides = scatter_plan(sv.inputs[0].dims, grid, sv.attrs["output_map"], sv.attrs["out_dims"])
+            s(f"ob{j} = {add(*(mul(AXIS_VARS[a], strides[a]) for a in range(3) if grid[a] > 1))}")
 
     # ------------------------------------------------------------------ the kernel
     def emit(self) -> tuple[str, KernelInfo]:
