@@ -39,7 +39,7 @@ class BufferPlanner:
         cols, pitch = self.pitch.get(name, (1, 1))
         return self.p.buf(name, t.numel() // cols * pitch, region)
 
-    def placed(self, name: str) -> Buf:
+    def planned(self, name: str) -> Buf:
         """The planned buffer ``name`` (an internal error before planning or when it has none)."""
         b = self.p.bufs.get(name)
         if b is None or not self.p.placed:
@@ -61,11 +61,11 @@ class BufferPlanner:
     def ref(self, t: "STensor", idx: str) -> str:
         """Element ``idx`` (row-major) of tile ``t``'s buffer."""
         name = self.bufname(t)
-        return self.placed(name).ref(self.slot(name, idx))
+        return self.planned(name).ref(self.slot(name, idx))
 
     def ref2(self, t: "STensor", row: str, col: str) -> str:
         """Element (``row``, ``col``) of tile ``t``'s buffer."""
-        return self.placed(self.bufname(t)).ref(self.slot2(t, row, col))
+        return self.planned(self.bufname(t)).ref(self.slot2(t, row, col))
 
     def ref_buf(self, b: Buf, idx: str) -> str:
         return b.ref(self.slot(b.name, idx))

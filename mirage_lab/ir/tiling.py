@@ -154,5 +154,5 @@ def output_slices(tile: Sequence[int], grid: Sequence[int], omap: Sequence[int],
     return tuple(out)
 
 
-__all__ = ["TilingError", "contiguous_strides", "axis_of", "tile_dims", "gather_plan", "omap_order", "scatter_plan",
-           "tile_slices", "output_slices"]
+__all__ = ["TilingError", "contiguous_strides", "axis_of", "tile_dims", "gather_plan", "omap_order",
+           "scatter_plan", "tile_slices", "output_slices"]
