@@ -35,7 +35,7 @@ import mirage_lab as mi  # noqa: E402
 from mirage_lab.examples import (gated_mlp_fused, gated_mlp_program, gqa_flashdecoding, gqa_program,  # noqa: E402
                                  rms_norm_linear_fused, rms_norm_linear_program)
 from mirage_lab.codegen import CodegenOptions  # noqa: E402
-from mirage_lab.pipeline import with_block_dim  # noqa: E402  (the tuner's own: one definition)
+from mirage_lab.pipeline import select_fastest, with_block_dim, with_options  # noqa: E402  (the tuner's own: one definition)
 from mirage_lab.runtime import profile as prof  # noqa: E402
 
 # lowering variants measured for every candidate μGraph (speed only; results are identical)
@@ -142,7 +142,7 @@ def run_program(p: Program, extra: list, repeats: int, compile_baseline: bool, l
         log(f"[{p.name}] baselines failed:\n{traceback.format_exc()}")
         row["baselines"] = {}
     # candidates
-    sel = prof.select_fastest(cands, xs, reference=ref, repeats=repeats, options=options)
+    sel = select_fastest(cands, xs, reference=ref, repeats=repeats, options=options)
     row["candidates"] = []
     for c in sel.candidates:
         bgs = [op.block_graph for op in c.graph.customized_ops]
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         f"and this measured value")
     opts = OPTION_SETS[args.options]
     t0 = time.perf_counter()
-    all_graphs = [pair for n in names for pair in prof.with_options(progs[n].candidates() + extra.get(n, []), opts)]
+    all_graphs = [pair for n in names for pair in with_options(progs[n].candidates() + extra.get(n, []), opts)]
     res = mi.runtime.precompile(all_graphs, workers=args.workers or None)
     bad = [r for r in res if r[2]]
     log(f"precompiled {len(res)} μGraphs in {time.perf_counter() - t0:.0f} s "
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "run":
         for n in names:
             p = progs[n]
-            for g, o in prof.with_options(p.candidates() + extra.get(n, []), opts):
+            for g, o in with_options(p.candidates() + extra.get(n, []), opts):
                 k = mi.runtime.compile(g, options=o)
                 xs = p.inputs(g, torch.Generator(device="cuda").manual_seed(0))
                 for _ in range(2):

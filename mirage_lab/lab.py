@@ -14,7 +14,7 @@ scripts and search workers.
 """
 from __future__ import annotations
 
-from typing import Any
+from .lazy import lazy_attributes
 
 _LAZY = {
     "explore": ("mirage_lab.widgets", "explore"),
@@ -26,17 +26,4 @@ _LAZY = {
 }
 __all__ = list(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        mod, attr = _LAZY[name]
-        value = getattr(importlib.import_module(mod), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'mirage_lab.lab' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)

@@ -20,7 +20,7 @@ MODULES = [
     "mirage_lab.search.config", "mirage_lab.search.axes", "mirage_lab.search.arrays", "mirage_lab.gpu.numba_compat",
     "mirage_lab.codegen", "mirage_lab.codegen.source", "mirage_lab.codegen.plan", "mirage_lab.codegen.block_kernel",
     "mirage_lab.codegen.elementwise",
-    "mirage_lab.ops", "mirage_lab.ir.tiling",
+    "mirage_lab.ops", "mirage_lab.ir.tiling", "mirage_lab.lazy",
     # the pipeline between search and runtime
     "mirage_lab.ir.hooks", "mirage_lab.pipeline.inputs", "mirage_lab.pipeline.variants", "mirage_lab.pipeline.cost_model",
     # the notebook widgets and plots (the explorer's own example runs a search: tests/widgets covers it)

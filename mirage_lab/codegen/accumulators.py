@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..errors import CodegenError
 from ..ir.thread_graph import FusionChain
-from .plan import MAX_REG_ELEMS, Loader
+from .plan import MAX_REG_ELEMS, Buf, Loader
 from .source import Src, add, mul
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,14 +31,36 @@ class AccumulatorEmitter:
                                                        f"{o} % {dx}" if rows > 1 else o, mul(l, dx))
         return rows, w, lambda o, l: add(mul(o, w), l)
 
+    def fused_loader(self, op: "TBOp") -> Loader | None:
+        """The staged loader whose load registers accumulate ``op`` (None: summed from its tile)."""
+        ld = self.p.loader_of.get(op.inputs[0].guid)
+        return ld if ld is not None and op in self.fused_acc.get(ld.index, []) else None
+
+    def reduce_partials(self, op: "TBOp") -> int:
+        """Threads per output row summing partials (a power of two: a tree adds them); 0 when
+        there are more rows than threads (each thread then owns whole rows)."""
+        nout, L, _ = self.reduce_geometry(op)
+        if nout > self.T:
+            return 0
+        P = max(1, min(self.T // nout, L))
+        return 1 << (P.bit_length() - 1)
+
+    def fused_buf(self, op: "TBOp", ld: Loader) -> Buf:
+        """The per-vector partial sums of an accumulator fused into ``ld``'s loads."""
+        return self.p.buf(f"rf{op.guid}", self.staged_vectors(ld)[0], "post")
+
+    def partials_buf(self, op: "TBOp", P: int) -> Buf:
+        """The ``P`` partial sums of each of the accumulator's rows."""
+        return self.p.buf(f"rq{op.guid}", self.reduce_geometry(op)[0] * P, "post")
+
     def reduce_accum_loop(self, s: Src, ch: FusionChain) -> None:
         op = ch.lead
         x = op.inputs[0]
         nout, L, idx = self.reduce_geometry(op)
         sq = op.attrs["acc"] == "rms"
         g = op.guid
-        ld = self.p.loader_of.get(x.guid)
-        if ld is not None and op in self.fused_acc.get(ld.index, []):
+        ld = self.fused_loader(op)
+        if ld is not None:
             _, nj = self.staged_vectors(ld)
             for j in range(nj):
                 self._red_inits.append(f"qf{g}_{j} = f32(0.0)")
@@ -49,8 +71,7 @@ class AccumulatorEmitter:
         self.stage(s, reads={self.bufname(x)})
         term = "x * x" if sq else "x"
         if nout <= self.T:
-            P = max(1, min(self.T // nout, L))
-            P = 1 << (P.bit_length() - 1)  # a power of two: partials are summed by a tree
+            P = self.reduce_partials(op)
             self._red_inits.append(f"ro{g} = tid // {P}" if P > 1 else f"ro{g} = tid")
             self._red_inits.append(f"rp{g} = tid % {P}" if P > 1 else f"rp{g} = 0")
             self._red_inits.append(f"q{g} = f32(0.0)")
@@ -92,7 +113,7 @@ class AccumulatorEmitter:
         out_t = ch.ops[-1].outputs[0]
         nv, nj = self.staged_vectors(ld)
         CR = ld.tile[-1] // ld.vw
-        red = self.p.buf(f"rf{g}", nv, "post")
+        red = self.fused_buf(op, ld)
         s.comment(f"{out_t.name} = finished {op.attrs['acc']} accumulator ({CR} partial sums per row)")
         self.stage(s, writes={red.name})
         for j in range(nj):
@@ -135,7 +156,7 @@ class AccumulatorEmitter:
         s.comment(f"{out_t.name} = finished {op.attrs['acc']} accumulator")
         if P > 1:
             stride = P
-            red = self.p.buf(f"rq{g}", nout * stride, "post")
+            red = self.partials_buf(op, P)
             slot = lambda o, p: self.ref_buf(red, add(mul(o, stride), p))  # noqa: E731
             self.stage(s, writes={red.name})
             with s.block(f"if ro{g} < {nout}:"):

@@ -29,14 +29,15 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from ..errors import CodegenError
+from ..ir.tiling import scatter_plan
 from .accumulators import AccumulatorEmitter
+from .buffers import BufferPlanner
 from .chains import ChainEmitter
 from .elementwise import ElementwiseEmitter
 from .loaders import LoaderEmitter
-from .plan import (AXIS_VARS, DEFAULT_OPTIONS, MAX_REG_ELEMS, Buf, CodegenOptions, KernelPlan, Loader, Stream,
+from .plan import (AXIS_VARS, DEFAULT_OPTIONS, MAX_REG_ELEMS, CodegenOptions, KernelPlan, Loader, Stream,
                    staged_mma_fits)
-from .source import Src, add, mul, row_strides
+from .source import Src, add, mul
 from .staged_mma import StagedMmaEmitter
 from .streams import StreamEmitter
 
@@ -87,7 +88,7 @@ class _Sync:
         return bool(self.read or self.written)
 
 
-class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, StagedMmaEmitter,
+class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, StagedMmaEmitter,
                AccumulatorEmitter):
     def __init__(self, bg: "BlockGraph", name: str, options: CodegenOptions = DEFAULT_OPTIONS,
                  pad: bool = True) -> None:
@@ -157,42 +158,8 @@ class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, S
         st = self.p.stream_of.get(op.guid) if op.op_type == "matmul" else None
         return st is not None and st.frag_direct is ld
 
-    def needs_buf(self, t: "STensor") -> bool:
-        return any(c.op_type != "output" for c in self.consumers(t))
-
     def savers(self, t: "STensor") -> list["TBOp"]:
         return [c for c in self.consumers(t) if c.op_type == "output"]
-
-    def tbuf(self, t: "STensor", region: str) -> Buf:
-        name = self.bufname(t)
-        cols, pitch = self.pitch.get(name, (1, 1))
-        return self.p.buf(name, t.numel() // cols * pitch, region)
-
-    @staticmethod
-    def bufname(t: "STensor") -> str:
-        return f"t{t.guid}"
-
-    def slot(self, name: str, idx: str) -> str:
-        """The offset in buffer ``name`` of logical (row-major) element ``idx``: padded rows remapped."""
-        if name not in self.pitch:
-            return idx
-        cols, pitch = self.pitch[name]
-        return f"({idx}) // {cols} * {pitch} + ({idx}) % {cols}"
-
-    def slot2(self, t: "STensor", row: str, col: str) -> str:
-        """The offset of element (``row``, ``col``) of tile ``t`` (its last dim is the column)."""
-        cols, pitch = self.pitch.get(self.bufname(t), (t.dims[-1], t.dims[-1]))
-        return add(mul(row, pitch), col)
-
-    def ref(self, t: "STensor", idx: str) -> str:
-        name = self.bufname(t)
-        return f"«{name}»[{self.slot(name, idx)}]"
-
-    def ref2(self, t: "STensor", row: str, col: str) -> str:
-        return f"«{self.bufname(t)}»[{self.slot2(t, row, col)}]"
-
-    def ref_buf(self, b: Buf, idx: str) -> str:
-        return f"«{b.name}»[{self.slot(b.name, idx)}]"
 
     def stage(self, s: Src, reads: set[str] = frozenset(), writes: set[str] = frozenset(),
               owned: set[str] = frozenset()) -> None:
@@ -270,14 +237,11 @@ class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, S
                 unroll=False)
 
     def saver_bases(self, s: Src) -> None:
+        """``ob{j}``: where this block's tile of output ``j`` starts (the grid strides of its scatter plan)."""
         grid = self.bg.grid_dim
         for j, sv in enumerate(self.bg.output_ops):
-            tile = sv.inputs[0].dims
-            strides = row_strides(sv.attrs["out_dims"])
-            omap = sv.attrs["output_map"]
-            terms = [mul(AXIS_VARS[a], tile[omap[a]] * strides[omap[a]]) for a in range(3)
-                     if grid[a] > 1 and omap[a] >= 0]
-            s(f"ob{j} = {add(*terms)}")
+            _, strides = scatter_plan(sv.inputs[0].dims, grid, sv.attrs["output_map"], sv.attrs["out_dims"])
+            s(f"ob{j} = {add(*(mul(AXIS_VARS[a], strides[a]) for a in range(3) if grid[a] > 1))}")
 
     # ------------------------------------------------------------------ the kernel
     def emit(self) -> tuple[str, KernelInfo]:
@@ -286,10 +250,11 @@ class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, S
         grid = bg.grid_dim
         self._acc_inits: list[tuple["STensor", int]] = []
         self._red_inits: list[str] = []
-        chains = sorted(p.chains, key=lambda c: bg.ops.index(c.lead))
-        compute = [c for c in chains if c.lead.op_type not in ("input", "output")]
-        in_loop = [c for c in compute if not c.lead.outputs[0].after_accum or c.lead.op_type == "forloop_accum"]
-        post = [c for c in compute if c not in in_loop]
+        # every buffer placed before any text is written: the stages write sm[...] / scr[...] directly
+        pool, scratch = self.plan_buffers()
+        if scratch and self.pitch:
+            raise _PaddingOverflow  # the padded tiles pushed a buffer out of shared memory
+        in_loop, post = self.stage_chains()
 
         # --- prologue, part 1: indices and tile bases (the loop body refers to them)
         pro = Src(1)
@@ -389,10 +354,6 @@ class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, S
         for act in self.pre_loop:
             act(pro2)
 
-        pool, scratch = p.allocate()
-        if scratch and self.pitch:
-            raise _PaddingOverflow  # the padded tiles pushed a buffer out of shared memory
-
         out = Src(0)
         args = [f"in{i}" for i in range(len(p.loaders))] + [f"out{j}" for j in range(len(bg.output_ops))] + ["scr"]
         regs = f", max_registers={self.options.max_registers}" if self.options.max_registers else ""
@@ -433,17 +394,6 @@ class _Emitter(ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, S
                 out.extend(body)
             out.extend(tail)
         text = out.text()
-        for b in p.bufs.values():
-            if b.space == "smem":
-                rep = "sm[" if b.offset == 0 else f"sm[{b.offset} + "
-                arr = "sm, " if b.offset == 0 else f"sm, {b.offset} + "
-            else:
-                rep = f"scr[sbase + {b.offset} + " if b.offset else "scr[sbase + "
-                arr = f"scr, sbase + {b.offset} + " if b.offset else "scr, sbase + "
-            text = text.replace(f"«{b.name}»[", rep).replace(f"«&{b.name}», ", arr)
-        if "«" in text:
-            raise CodegenError(f"internal: unresolved buffer in generated kernel {self.name}")
-        text = re.sub(r" \+ 0\]", "]", text)
         info = KernelInfo(
             name=self.name, grid=tuple(grid), threads=self.T, pool_floats=pool,
             scratch_floats_per_block=scratch, input_views=[ld.view for ld in p.loaders],

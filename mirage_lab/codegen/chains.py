@@ -25,9 +25,7 @@ class ChainEmitter:
         if lead.op_type == "forloop_accum" and lead.attrs["acc"] is not None:
             self.reduce_accum_loop(s, ch)
             return
-        tail_acc = ch.ops[-1] if (ch.ops[-1].op_type == "forloop_accum" and len(ch.ops) > 1) or \
-            (lead.op_type == "forloop_accum") else None
-        epilogue = [op for op in ch.ops[1:] if op is not tail_acc]
+        tail_acc, epilogue = self.chain_parts(ch)
         st = self.p.stream_of.get(lead.guid)
         if st is not None:
             self.stream_fma(s, st)
@@ -50,6 +48,22 @@ class ChainEmitter:
             return
         self.elementwise_chain(s, ch, tail_acc, epilogue)
 
+    @staticmethod
+    def chain_parts(ch: FusionChain) -> tuple["TBOp | None", list["TBOp"]]:
+        """An in-loop chain's accumulator at its end (or as its lead), and the ops applied before it."""
+        tail_acc = ch.ops[-1] if (ch.ops[-1].op_type == "forloop_accum" and len(ch.ops) > 1) or \
+            (ch.lead.op_type == "forloop_accum") else None
+        return tail_acc, [op for op in ch.ops[1:] if op is not tail_acc]
+
+    def chain_on_tensor_cores(self, lead: "TBOp", tail_acc: "TBOp | None") -> bool:
+        """A staged matmul lead runs on tensor cores (where its accumulator, if any, is in shared memory)."""
+        return lead.op_type == "matmul" and self.staged_mma_fits(lead) and (
+            tail_acc is None or self.reg_acc.get(tail_acc.outputs[0].guid, "smem") == "smem")
+
+    def acc_in_registers(self, count: int, smem: bool) -> bool:
+        """A plain accumulator of ``count`` elements is kept in registers (else in shared memory)."""
+        return -(-count // self.T) <= MAX_REG_ELEMS and not smem
+
     def chain_sets(self, ch: FusionChain, tail_acc: "TBOp | None", out_t: "STensor", reads: set[str]):
         owned: set[str] = set()
         writes: set[str] = set()
@@ -68,7 +82,7 @@ class ChainEmitter:
         """
         n = -(-count // self.T)
         t = acc.outputs[0]
-        if n <= MAX_REG_ELEMS and not smem:
+        if self.acc_in_registers(count, smem):
             self.reg_acc[t.guid] = f"acc{t.guid}"
             self._acc_inits.append((t, n))
         else:
@@ -95,8 +109,7 @@ class ChainEmitter:
         numel = lead.outputs[0].numel()
         if lead.op_type == "rms_norm":
             self.rms_prestage(s, lead)
-        mma = lead.op_type == "matmul" and self.staged_mma_fits(lead) and (
-            tail_acc is None or self.reg_acc.get(out_t.guid, "smem") == "smem")
+        mma = self.chain_on_tensor_cores(lead, tail_acc)
         if tail_acc is not None and out_t.guid not in self.reg_acc:
             self.setup_acc(tail_acc, numel, smem=mma)
         reads: set[str] = set()

@@ -17,6 +17,7 @@ from .source import Src, add, dot, mul, row_strides, unravel
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..ir.block_graph import STensor, TBOp
+    from .plan import Buf
 
 UNARY = {
     "exp": "v = fexp(v)",
@@ -78,7 +79,7 @@ class ElementwiseEmitter:
                 s(f"v += {self.ref(ins[0], add(base, mul('j', xs[d])))}")
         elif t == "rms_norm":
             w = od[-1]
-            rs = self.p.buf(f"rs{op.guid}", op.outputs[0].numel() // w, "loop" if self.in_loop else "post")
+            rs = self.rms_buf(op, "loop" if self.in_loop else "post")
             reads.add(rs.name)
             s(f"v = {self.ref(ins[0], e)} * {self.ref_buf(rs, f'{e} // {w}' if w > 1 else e)}")
         elif t == "concat":
@@ -93,12 +94,17 @@ class ElementwiseEmitter:
         else:
             raise CodegenError(f"block op {t!r} cannot lead an element-wise stage")
 
+    def rms_buf(self, op: "TBOp", region: str) -> "Buf":
+        """rms_norm's 1/rms of each row of its input."""
+        x = op.inputs[0]
+        return self.p.buf(f"rs{op.guid}", x.numel() // x.dims[-1], region)
+
     def rms_prestage(self, s: Src, op: "TBOp") -> None:
         """rms_norm needs each row's 1/rms before its element-wise stage: one thread per row."""
         x = op.inputs[0]
         w = x.dims[-1]
         rows = x.numel() // w
-        rs = self.p.buf(f"rs{op.guid}", rows, "loop" if self.in_loop else "post")
+        rs = self.rms_buf(op, "loop" if self.in_loop else "post")
         s.comment(f"rms_norm {x.name}: 1/rms of each of {rows} rows")
         self.stage(s, reads={self.bufname(x)}, writes={rs.name})
 

@@ -107,14 +107,20 @@ class LoaderEmitter:
             s(f"{prefix}{ld.index}_{j} = {self.load_expr(ld, self.staged_word(ld, f'vi{j}', it))}")
         return True
 
+    def staged_copy(self, ld: Loader, prefetched: bool) -> bool:
+        """Whether the staged tile gets a float32 copy in a buffer.
+
+        A tile read only by tensor-core matmuls (its words are the A fragments) and by
+        register-fused accumulators (``prefetched`` tiles only) needs none.
+        """
+        fused = self.fused_acc.get(ld.index, []) if prefetched else []
+        return not all(self.frag_direct_reader(c, ld) or c in fused for c in self.consumers(ld.out))
+
     def store_staged(self, s: Src, ld: Loader, prefetched: bool) -> None:
         nv, nj = self.staged_vectors(ld)
         direct = [st for st in self.p.streams if st.mma and st.frag_owner and st.frag_direct is ld]
         fused = self.fused_acc.get(ld.index, []) if prefetched else []
-        # a tile read only by tensor-core matmuls (its words are the A fragments) and by register-fused
-        # accumulators needs no float32 copy in shared memory
-        f32_copy = not all(self.frag_direct_reader(c, ld) or c in fused for c in self.consumers(ld.out))
-        buf = self.tbuf(ld.out, "persistent" if ld.invariant else "loop") if f32_copy else None
+        buf = self.tbuf(ld.out, "persistent" if ld.invariant else "loop") if self.staged_copy(ld, prefetched) else None
         self.stage(s, writes=({buf.name} if buf else set()) | {f"frag{st.frag_offset}" for st in direct})
 
         def store(s: Src, v: str, reg: str, j: int | None = None) -> None:
@@ -133,7 +139,7 @@ class LoaderEmitter:
                     if n == 1:
                         s(f"{self.ref_buf(buf, add(base, str(h)))} = {xs[h]}")
                     else:  # one 16- or 8-byte shared store (buffers start on 16 bytes; vw is a multiple of n)
-                        s(f"sts{n}(«&{buf.name}», {self.slot(buf.name, add(base, str(h)))}, {', '.join(xs[h:h + n])})")
+                        s(f"sts{n}({self.buf_arg(buf, add(base, str(h)))}, {', '.join(xs[h:h + n])})")
             for st in direct:
                 self.direct_fragments(s, st, ld, v, reg)
 

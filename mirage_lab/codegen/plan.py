@@ -168,12 +168,33 @@ class Buf:
     space: str = "smem"            # smem | gmem
     offset: int = 0
 
+    def at(self, idx: str) -> str:
+        """The index of element ``idx`` in the kernel's array (``sm`` or ``scr``).
+
+        >>> Buf("t3", 64, "loop", offset=16).at("e0"), Buf("t3", 64, "loop").at("e0")
+        ('16 + e0', 'e0')
+        >>> Buf("t3", 64, "loop", "gmem", 16).at("0"), Buf("t3", 64, "loop", "gmem").at("0")
+        ('sbase + 16', 'sbase')
+        """
+        terms = (["sbase"] if self.space == "gmem" else []) + ([str(self.offset)] if self.offset else [])
+        terms += [idx] if idx != "0" or not terms else []
+        return " + ".join(terms)
+
     def ref(self, idx: str) -> str:
-        base = f"{self.offset}" if self.space == "smem" else f"sbase + {self.offset}"
-        arr = "sm" if self.space == "smem" else "scr"
-        if idx == "0":
-            return f"{arr}[{base}]"
-        return f"{arr}[{base} + {idx}]"
+        """Element ``idx`` of this buffer: ``sm[...]`` or ``scr[...]``.
+
+        >>> Buf("t3", 64, "loop", offset=16).ref("e0")
+        'sm[16 + e0]'
+        """
+        return f"{'sm' if self.space == 'smem' else 'scr'}[{self.at(idx)}]"
+
+    def arg(self, idx: str) -> str:
+        """The (array, index) arguments naming element ``idx``, for the prelude's vector stores.
+
+        >>> Buf("t3", 64, "loop", "gmem").arg("v * 4")
+        'scr, sbase + v * 4'
+        """
+        return f"{'sm' if self.space == 'smem' else 'scr'}, {self.at(idx)}"
 
 
 def _dtype_epw(name: str) -> int:
@@ -231,7 +252,8 @@ class KernelPlan:
             if s.mma and not s.frag_owner:
                 s.frag_direct = next(o.frag_direct for o in self.streams if o.mma and o.frag_owner
                                      and o.frag_offset == s.frag_offset)
-        self.bufs: dict[str, Buf] = {}
+        self.bufs: dict[str, Buf] = {}   # declared in the order the kernel's stages first use them
+        self.placed = False                # allocate() has given every buffer its place
 
     # ------------------------------------------------------------------ loaders
     def _loader(self, i: int, op: "TBOp") -> Loader:
@@ -317,15 +339,26 @@ class KernelPlan:
 
     # ------------------------------------------------------------------ buffers
     def buf(self, name: str, numel: int, region: str) -> Buf:
-        if name not in self.bufs:
-            self.bufs[name] = Buf(name, numel, region)
-        return self.bufs[name]
+        """The buffer ``name``: declared (before :meth:`allocate`) or looked up (after it).
+
+        Buffers are planned before the kernel text is emitted; the emitter's stages look their
+        buffers up here, and one that was not planned, or is used past its planned size, is an
+        internal error.
+        """
+        b = self.bufs.get(name)
+        if b is None and not self.placed:
+            b = self.bufs[name] = Buf(name, numel, region)
+        if b is None or numel > b.numel:
+            raise CodegenError(f"internal: buffer {name} ({numel} floats) was not planned for kernel {self.name}")
+        return b
 
     def allocate(self) -> tuple[int, int]:
         """Place buffers: persistent first, then loop and post regions aliased. Returns (pool, scratch) floats.
 
-        Buffers that do not fit the 48 KB pool move to global scratch, largest first.
+        Buffers that do not fit the 48 KB pool move to global scratch, largest first. No buffer
+        can be declared afterwards.
         """
+        self.placed = True
         bufs = list(self.bufs.values())
 
         def al(n: int) -> int:  # every buffer starts on 16 bytes: staged tiles are stored 4 floats at a time

@@ -234,13 +234,22 @@ class StreamEmitter:
                         idx = add(mul(f"mkw{i}", MC * N), mul(f"({row})" if row != f"mg{i}" else row, N), n)
                         s(f"{self.ref_buf(red, idx)} = pa{i}[{4 * c + 2 * h + u}]")
 
+    def reduce_buf(self, st: Stream, rows: int, region: str) -> Buf:
+        """The k-groups' partial sums of ``rows`` rows of the product, for the cross-thread reduction."""
+        return self.p.buf(f"red{st.loader.index}_{region}", st.G * rows * st.N, region)
+
+    @staticmethod
+    def persistent_rows(st: Stream) -> int:
+        """Rows a split-K stream's partial sums are reduced in at a time after the loop (16 KB of them)."""
+        return max(1, min(st.M, 4096 // (st.G * st.N)))
+
     def stream_reduce(self, s: Src, st: Stream, rows: range, region: str,
                       then: Callable[[Src, str, int | None], None], out_reads: set[str], out_writes: set[str]) -> None:
         """Partial sums of rows ``rows`` -> a reduction buffer -> ``then(src, e)`` with the sum in ``v``."""
         i = st.loader.index
         MC = len(rows)
         N = st.N
-        red = self.p.buf(f"red{i}_{region}", st.G * MC * N, region)
+        red = self.reduce_buf(st, MC, region)
         self.stage(s, writes={red.name})
         if st.mma:
             self.mma_write_partials(s, st, rows, red)
@@ -267,7 +276,7 @@ class StreamEmitter:
     def stream_persistent_post(self, s: Src, st: Stream, acc: "TBOp") -> None:
         t = acc.outputs[0]
         writes = self.sink_sets(t, "post")
-        MC = max(1, min(st.M, 4096 // (st.G * st.N)))
+        MC = self.persistent_rows(st)
         s.comment(f"{t.name} = sum of the {st.G} k-groups' partial sums ({MC} rows at a time)")
         for m0 in range(0, st.M, MC):
             rows = range(m0, min(st.M, m0 + MC))

@@ -17,6 +17,7 @@ search (numpy views) read one definition.
 """
 from __future__ import annotations
 
+from math import prod
 from typing import Sequence
 
 from ..errors import MirageLabError
@@ -87,24 +88,49 @@ def gather_plan(dims: Sequence[int], grid: Sequence[int], imap: Sequence[int], f
     return shape, strides, [g[0] * g[1] * g[2], r] + tile
 
 
+def omap_order(grid: Sequence[int], omap: Sequence[int], rank: int) -> tuple[int, ...]:
+    """The axes of the view ``[gx, gy, gz, *tile]`` in the output's row-major order.
+
+    Each tile dim ``k`` comes right after the grid axis that places it (``omap[a] = k``);
+    grid axes of size 1 place nothing and are left out. A grid axis larger than 1 that maps
+    no dim of a rank-``rank`` tile raises :class:`TilingError`. Transposing the tiles to this
+    order and merging each axis pair gives the output (the search's ``save_view``);
+    :func:`scatter_plan` gives the strides of the same layout.
+
+    >>> omap_order(grid=(4, 2, 1), omap=(1, 0, -1), rank=2)
+    (1, 3, 0, 4)
+    """
+    for a in range(3):
+        if grid[a] > 1 and not 0 <= omap[a] < rank:
+            raise TilingError(f"grid axis {a} (size {grid[a]}) is not mapped by output_map {tuple(omap)}")
+    order: list[int] = []
+    for k in range(rank):
+        order += [a for a in range(3) if grid[a] > 1 and omap[a] == k]
+        order.append(3 + k)
+    return tuple(order)
+
+
 def scatter_plan(tile: Sequence[int], grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]):
     """The strided view ``[gx, gy, gz, *tile]`` of a contiguous ``out_dims`` output that tiles are written through.
 
-    Block ``b`` writes at ``b_a * tile[k]`` of dim ``k`` when ``omap[a] = k``.
+    Block ``b`` writes at ``b_a * tile[k]`` of dim ``k`` when ``omap[a] = k``: the output is
+    the tiles in :func:`omap_order`, so each axis' stride is that of a contiguous array of
+    the sizes in that order (grid axes of size 1 have stride 0).
 
     >>> scatter_plan([2, 8], grid=(4, 1, 1), omap=(1, -1, -1), out_dims=[2, 32])
     ([4, 1, 1, 2, 8], [8, 0, 0, 32, 1])
     """
-    n = len(out_dims)
-    dstride = contiguous_strides(out_dims)
-    gstr = [0, 0, 0]
-    for a in range(3):
-        if grid[a] > 1:
-            k = omap[a]
-            if not 0 <= k < n:
-                raise TilingError(f"grid axis {a} (size {grid[a]}) is not mapped by output_map {tuple(omap)}")
-            gstr[a] = int(tile[k]) * dstride[k]
-    return list(grid) + list(tile), gstr + dstride
+    sizes = [int(g) for g in grid] + [int(t) for t in tile]
+    order = omap_order(grid, omap, len(out_dims))
+    placed = [sizes[3 + k] * prod(sizes[a] for a in order if a < 3 and omap[a] == k)
+              for k in range(len(out_dims))]
+    if placed != [int(d) for d in out_dims]:
+        raise TilingError(f"tiles {list(tile)} placed by output_map {tuple(omap)} on grid {tuple(grid)} "
+                          f"make {placed}, not {list(out_dims)}")
+    strides = [0] * len(sizes)
+    for ax, st in zip(order, contiguous_strides([sizes[ax] for ax in order])):
+        strides[ax] = st
+    return list(grid) + list(tile), strides
 
 
 def tile_slices(dims: Sequence[int], grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int,
@@ -128,5 +154,5 @@ def output_slices(tile: Sequence[int], grid: Sequence[int], omap: Sequence[int],
     return tuple(out)
 
 
-__all__ = ["TilingError", "contiguous_strides", "axis_of", "tile_dims", "gather_plan", "scatter_plan",
-           "tile_slices", "output_slices"]
+__all__ = ["TilingError", "contiguous_strides", "axis_of", "tile_dims", "gather_plan", "omap_order",
+           "scatter_plan", "tile_slices", "output_slices"]

@@ -22,6 +22,7 @@ from .autotune import TuneFinished, TuneReport, TuneStarted, VariantDone, Varian
 from .cost_model import Estimate, estimate
 from .inputs import MeasuringInputs, measuring_inputs
 from .result import OptimizedGraph
+from .selection import Candidate, Selection, select_fastest, with_options
 from .variants import Variant, lowering_variants, with_block_dim
 
 
@@ -124,4 +125,5 @@ hooks.install(call=_call, search=search, superoptimize=superoptimize)
 
 __all__ = ["superoptimize", "autotune", "OptimizedGraph", "TuneReport", "VariantResult", "TuneStarted", "VariantDone",
            "TuneFinished", "Variant", "lowering_variants", "with_block_dim", "estimate", "Estimate", "plan_variants",
-           "measuring_inputs", "MeasuringInputs", "gpu_available", "shortlist", "SearchResult", "NoCandidateError"]
+           "measuring_inputs", "MeasuringInputs", "gpu_available", "shortlist", "SearchResult", "NoCandidateError",
+           "select_fastest", "Selection", "Candidate", "with_options"]

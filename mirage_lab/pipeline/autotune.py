@@ -182,17 +182,26 @@ def plan_variants(candidates: Sequence[KernelGraph], *, max_variants: int | None
 
 
 # ----------------------------------------------------------------------------- parent side
+def check_outputs(kernel: Any, inputs: Sequence[Any], reference: Sequence[Any],
+                  tol: float = TOLERANCE) -> tuple[float, str | None]:
+    """Run a compiled μGraph on ``inputs`` (outputs NaN-poisoned, so an element never written
+    fails) against ``reference``: ``(largest relative error, why it fails or None)``."""
+    from ..runtime.profile import relative_error
+
+    outs = kernel(inputs=list(inputs), poison=True)
+    err = max(relative_error(o, r) for o, r in zip(outs, reference))
+    return err, None if err < tol else f"relative error {err:.3g} exceeds {tol}"
+
+
 def _check(res: VariantResult, mi: MeasuringInputs, cache_dir: str | None) -> Any:
     """Load the compiled variant and check it on the measuring inputs; returns the kernel or None."""
     from ..runtime.kernel import compile as rt_compile
-    from ..runtime.profile import relative_error
 
     try:
         k = rt_compile(res.variant.graph, cache_dir=cache_dir, options=res.variant.options)
-        outs = k(inputs=mi.inputs, poison=True)
-        res.rel_err = max(relative_error(o, r) for o, r in zip(outs, mi.reference))
-        if not res.rel_err < TOLERANCE:
-            res.error = f"relative error {res.rel_err:.3g} exceeds {TOLERANCE} (inputs: {mi.policy})"
+        res.rel_err, why = check_outputs(k, mi.inputs, mi.reference)
+        if why is not None:
+            res.error = f"{why} (inputs: {mi.policy})"
             return None
         return k
     except Exception as e:  # a candidate that fails to load or launch is reported, never fatal

@@ -11,8 +11,8 @@ __all__ = ["compile", "precompile", "CompiledKernel", "GraphedKernel", "run_grap
 from . import profile  # noqa: E402
 from .export import export  # noqa: E402
 from .latency import BASELINE_LABELS, LatencyRow, baseline_rows  # noqa: E402
-from .profile import Selection, Timing, floor_us, profile_baselines, profile_kernel, select_fastest  # noqa: E402
+from .profile import Timing, floor_us, profile_baselines, profile_kernel  # noqa: E402
 from .torch_fn import to_torch_fn  # noqa: E402
 
-__all__ += ["profile", "export", "Selection", "Timing", "floor_us", "profile_baselines", "profile_kernel",
-            "select_fastest", "to_torch_fn", "LatencyRow", "baseline_rows", "BASELINE_LABELS"]
+__all__ += ["profile", "export", "Timing", "floor_us", "profile_baselines", "profile_kernel",
+            "to_torch_fn", "LatencyRow", "baseline_rows", "BASELINE_LABELS"]

@@ -3,7 +3,7 @@
 Rows are built where the numbers are made and read as they are everywhere after:
 
 * :func:`baseline_rows` from the profiler's ``{name: Timing}`` (``profile_baselines``);
-* :meth:`mirage_lab.runtime.profile.Selection.latency_rows` from ``select_fastest``;
+* :meth:`mirage_lab.pipeline.Selection.latency_rows` from ``mirage_lab.pipeline.select_fastest``;
 * :meth:`mirage_lab.pipeline.TuneReport.latency_rows` (and ``VariantResult.latency_row``)
   from the autotuner, which ``superoptimize``, the explorer's Measure and the CLI use.
 

@@ -15,9 +15,10 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..expr import for_block_op
+from ..ir.tiling import tile_dims
 from . import tiles
 from .config import normalize_map
-from .shapes import MAX_FP_ELEMENTS, fp_elements, numel, op_out_dims, tile_bytes, tile_shape
+from .shapes import MAX_FP_ELEMENTS, fp_elements, numel, op_out_dims, tile_bytes
 from .state import UNARY, BlockRoot, Node, order_key
 
 
@@ -33,7 +34,7 @@ class BlockSearch:
         bnodes = []
         for i, m, f in zip(root.inputs, root.imaps, root.fmaps):
             src = nodes[i]
-            tile = tile_shape(src.dims, root.grid, m, f, root.frange)
+            tile = tile_dims(src.dims, root.grid, m, f, root.frange)
             fp = self.arrays.load_view(src.fp, root.grid, m, f, root.frange)
             # A loader's tiles are a view of its source: name them by how they were cut
             # instead of hashing a strided copy (a computed tile equal to a loader's is then

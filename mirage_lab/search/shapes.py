@@ -1,4 +1,7 @@
-"""Shapes of the search's tensors: op output dims, tile dims, and the size limits they obey."""
+"""Shapes of the search's tensors: op output dims and the size limits they obey.
+
+Tile dims are :func:`mirage_lab.ir.tiling.tile_dims` (the one tiling rule).
+"""
 from __future__ import annotations
 
 from typing import Sequence
@@ -28,16 +31,6 @@ def fp_elements(typ: str, a: tuple, b: tuple | None) -> int:
     if typ == "matmul":
         return numel(np.broadcast_shapes(a[:-2], b[:-2])) * a[-2] * b[-1]
     return numel(np.broadcast_shapes(a, b))
-
-
-def tile_shape(dims: Sequence[int], grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> tuple[int, ...]:
-    t = list(dims)
-    for a in range(3):
-        if grid[a] > 1 and imap[a] >= 0:
-            t[imap[a]] //= grid[a]
-    if fmap >= 0:
-        t[fmap] //= frange
-    return tuple(t)
 
 
 def op_out_dims(typ: str, a: tuple, b: tuple | None, batch_one: bool) -> tuple[int, ...] | None:

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..ir.tiling import gather_plan
+from ..ir.tiling import gather_plan, omap_order
 from ..verify import field as F
 
 LEAD = 5   # k, gx, gy, gz, R before accumulation
@@ -46,20 +46,25 @@ def save_full(tile: np.ndarray, grid: Sequence[int], omap: Sequence[int], out_di
     return np.ascontiguousarray(v).reshape((tile.shape[0],) + tuple(out_dims))
 
 
+@lru_cache(maxsize=4096)
+def _save_axes(grid: tuple, omap: tuple, rank: int) -> tuple[tuple[int, ...], int]:
+    """The transpose of ``[k, gx, gy, gz, *tile]`` to the output's order, and how many axes lead it.
+
+    The grid axes of size 1 lead (dropped after the transpose), then ``k`` and the axes in
+    :func:`mirage_lab.ir.tiling.omap_order`.
+    """
+    order = [1 + ax for ax in omap_order(grid, omap, rank)]
+    lead = [1 + a for a in range(3) if 1 + a not in order]
+    return tuple(lead + [0] + order), len(lead)
+
+
 def save_view(tile: np.ndarray, grid: Sequence[int], omap: Sequence[int]) -> np.ndarray:
     """The view of ``tile`` (no copy; broadcast axes have stride 0) whose C-order is the output's."""
     k = tile.shape[0]
-    rank = tile.ndim - LEAD_POST
     full = np.broadcast_to(tile, (k, grid[0], grid[1], grid[2]) + tile.shape[LEAD_POST:])
-    order = [0]
-    for d in range(rank):
-        for a in range(3):
-            if grid[a] > 1 and omap[a] == d:
-                order.append(1 + a)
-        order.append(LEAD_POST + d)
-    unmapped = [1 + a for a in range(3) if 1 + a not in order]
-    v = full.transpose(unmapped + order)
-    return v.reshape(v.shape[len(unmapped):])   # unmapped grid axes have size 1: still a view
+    axes, lead = _save_axes(tuple(grid), tuple(omap), tile.ndim - LEAD_POST)
+    v = full.transpose(axes)
+    return v.reshape(v.shape[lead:])   # the leading grid axes have size 1: still a view
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -13,8 +13,8 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from ..ir.tiling import tile_dims
 from .config import SearchConfig, normalize_map
-from .shapes import tile_shape
 
 Tiling = tuple  # (grid, imaps, fmaps, frange)
 
@@ -52,7 +52,7 @@ def final_tiles_reachable(cfg: SearchConfig, outputs: Sequence[tuple[int, ...]],
     block must write, the target's output dims divided along the mapped grid axes, has
     to fit under those bounds.
     """
-    tiles = [tile_shape(d, grid, m, f, fr) for d, m, f in zip(dims, imaps, fmaps)]
+    tiles = [tile_dims(d, grid, m, f, fr) for d, m, f in zip(dims, imaps, fmaps)]
     for out in outputs:
         rank = len(out)
         bound = [max((t[k] for t in tiles if len(t) == rank), default=0) for k in range(rank)]
@@ -134,5 +134,5 @@ def loader_smem(dims: list, grid: tuple, imaps: tuple, fmaps: tuple, fr: int, it
     """Bytes of shared memory the loaders' tiles take."""
     total = 0
     for d, m, f in zip(dims, imaps, fmaps):
-        total += int(np.prod(tile_shape(d, grid, m, f, fr))) * itemsize
+        total += int(np.prod(tile_dims(d, grid, m, f, fr))) * itemsize
     return total

@@ -33,7 +33,6 @@ functions ``unary``, ``matmul``, ...), :mod:`.cuda_backend` and :mod:`.backends`
 """
 from __future__ import annotations
 
-import importlib
 import struct
 import zlib
 from fractions import Fraction
@@ -43,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MirageLabError
+from ..lazy import lazy_attributes
 from ..ops import binary_ops, unary_ops
 
 P = 227
@@ -259,15 +259,4 @@ _MOVED = {
     "get_ops": "backends",
 }
 
-
-def __getattr__(name: str) -> Any:
-    home = _MOVED.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__package__}.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_MOVED))
+__getattr__, __dir__ = lazy_attributes(globals(), {n: (f"{__package__}.{home}", n) for n, home in _MOVED.items()})

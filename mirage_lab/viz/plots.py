@@ -71,7 +71,7 @@ def latency_figure(rows: Sequence[LatencyRow] | None = None, floor_us: float | N
     if not rows:
         text = ("Search and draw work on the CPU; running and timing the kernels needs a CUDA GPU.<br>"
                 "On a GPU machine: <code>mi.superoptimize(program).report.latency_rows()</code>, or "
-                "<code>mi.runtime.select_fastest(candidates, inputs).latency_rows()</code>.")
+                "<code>mi.pipeline.select_fastest(candidates, inputs).latency_rows()</code>.")
         if floor_us is not None:
             text += f"<br>Memory floor of this program: {floor_us:.3g} µs."
         fig.update_layout(

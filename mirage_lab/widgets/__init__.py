@@ -10,8 +10,7 @@ ipywidgets: the widget modules load on first use of a name that needs them.
 """
 from __future__ import annotations
 
-from typing import Any
-
+from ..lazy import lazy_attributes
 from .records import CandidateRecord
 from .session import ExplorerSession
 
@@ -22,17 +21,4 @@ _LAZY = {  # ipywidgets loads only with these
 }
 __all__ = ["explore", "SearchExplorer", "ExplorerSession", "CandidateRecord", "CandidateTable"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        mod, attr = _LAZY[name]
-        value = getattr(importlib.import_module(mod), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'mirage_lab.widgets' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)

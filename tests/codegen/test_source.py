@@ -116,3 +116,22 @@ def test_warp_packs_a_once_for_its_tiles_of_one_row() -> None:
     assert f"tr{g} = (((tid // 32)) * 2 + 1) // 4" in src     # consecutive tiles per warp
     loop = src.split("for it in range(2):")[1]
     assert loop.count(f"a0{g} = ") == 1 and loop.count(f"b0{g} = ") == 2
+
+
+def test_buffers_are_placed_before_the_text_and_an_unplanned_one_is_an_internal_error() -> None:
+    """The plan declares and places every buffer first; emitting only looks them up."""
+    from mirage_lab.codegen.block_kernel import _Emitter
+
+    bg = structural_graph().customized_ops[0].block_graph
+    em = _Emitter(bg, "k")
+    x = bg.input_ops[0].outputs[0]
+    with pytest.raises(CodegenError, match="no planned buffer"):
+        em.ref(x, "e0")                                   # nothing is placed yet
+    pool, scratch = em.plan_buffers()
+    assert em.p.placed and pool > 0 and scratch == 0
+    b = em.p.bufs[em.bufname(x)]
+    assert em.ref(x, "e0") == (f"sm[{b.offset} + e0]" if b.offset else "sm[e0]")
+    with pytest.raises(CodegenError, match="was not planned"):
+        em.p.buf("t999999", 4, "loop")
+    src, info = _Emitter(bg, "k").emit()
+    assert info.pool_floats == pool and "«" not in src and "sm[" in src

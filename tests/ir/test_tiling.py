@@ -69,3 +69,17 @@ def test_outputs_are_placed_by_the_output_map():
 def test_an_unmapped_grid_axis_cannot_place_an_output():
     with pytest.raises(TilingError, match=r"grid axis 1 \(size 2\) is not mapped by output_map \(1, -1, -1\)"):
         scatter_plan([2, 8], (4, 2, 1), (1, -1, -1), [2, 32])
+
+
+def test_output_order_places_each_dim_after_its_grid_axis():
+    from mirage_lab.ir.tiling import omap_order
+
+    assert omap_order((4, 2, 1), (1, 0, -1), 2) == (1, 3, 0, 4)     # y splits dim 0, x dim 1
+    assert omap_order((1, 1, 1), (-1, -1, -1), 3) == (3, 4, 5)      # one block: the tile is the output
+    with pytest.raises(TilingError, match="grid axis 2"):
+        omap_order((1, 1, 2), (-1, -1, 5), 2)
+
+
+def test_out_dims_the_tiles_do_not_make_are_refused():
+    with pytest.raises(TilingError, match=r"make \[2, 32\], not \[2, 64\]"):
+        scatter_plan([2, 8], (4, 1, 1), (1, -1, -1), [2, 64])

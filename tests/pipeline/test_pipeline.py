@@ -149,3 +149,23 @@ run_graph(g, xs); run_graph(g, xs, options=CodegenOptions(max_stream_acc=64)); r
 print("RESULTS " + json.dumps(sorted(k[2].tag() for k in _BY_GRAPH[g])))
 '''
     assert run_python(code, tmp_path, timeout=900) == sorted([CodegenOptions().tag(), CodegenOptions(max_stream_acc=64).tag()])
+
+
+def test_one_output_check_for_the_tuner_and_select_fastest():
+    """check_outputs: poisoned outputs against the reference, the failure said the same way for both callers."""
+    from mirage_lab.pipeline.autotune import check_outputs
+
+    ref = [torch.ones(4, dtype=torch.float64)]
+    seen = {}
+
+    def kernel(inputs, poison):
+        seen["poison"] = poison
+        return [torch.tensor([1.0, 1.0, 1.0, 1.5])]
+
+    err, why = check_outputs(kernel, [torch.zeros(4)], ref)
+    assert seen["poison"] is True and err == pytest.approx(0.25) and why == "relative error 0.25 exceeds 0.002"
+    assert check_outputs(kernel, [torch.zeros(4)], ref, tol=0.3) == (pytest.approx(0.25), None)
+    nan = check_outputs(lambda inputs, poison: [torch.full((4,), float("nan"))], [], ref)
+    assert nan[1] is not None and "nan" in nan[1]
+    with pytest.raises(mi.MirageLabError, match="no candidates"):
+        mi.pipeline.select_fastest([], [])

@@ -117,7 +117,7 @@ def test_profile_and_select_fastest():
     cands = [gqa_flashdecoding(64, 1, 128, 4096, kv_splits=16, q_blocks=1, forloop_range=4),
              gqa_flashdecoding(64, 1, 128, 4096, kv_splits=8, q_blocks=1, forloop_range=8)]
     xs = _inputs(cands[0], [1 / 128 ** 0.5, 0.5, 1.0], 7)
-    sel = mi.runtime.select_fastest(cands, xs, repeats=50)
+    sel = mi.pipeline.select_fastest(cands, xs, repeats=50)
     assert sel.best is not None and all(c.error is None for c in sel.candidates)
     t = sel.best.timings["cuda_graph"]
     assert 0 < t.p10_us <= t.median_us <= t.p90_us and t.copies >= 2

@@ -6,9 +6,9 @@ import pytest
 
 from mirage_lab import examples as ex
 from mirage_lab.codegen import CodegenOptions
-from mirage_lab.pipeline import Estimate, TuneReport, Variant, VariantResult
+from mirage_lab.pipeline import Candidate, Estimate, Selection, TuneReport, Variant, VariantResult
 from mirage_lab.runtime import LatencyRow, baseline_rows
-from mirage_lab.runtime.profile import Candidate, Selection, Timing, floor_us
+from mirage_lab.runtime.profile import Timing, floor_us
 from mirage_lab.search.events import Progress, SearchStats
 from mirage_lab.viz.plots import NO_GPU_TITLE, latency_figure, progress_figure
 
