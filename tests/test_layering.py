@@ -1,8 +1,8 @@
 """The import rule of docs/architecture.md: no module of a lower layer imports a higher one.
 
 Checked on the source (every ``import``/``from`` statement, module-level or inside a
-function), so a lazy import that climbs a layer fails too. Within one layer, packages may
-import each other only where the map says they are one layer apart.
+function), so a lazy import that climbs a layer fails too. Packages of one layer may import
+each other, but no chain of imports between packages may come back to where it started.
 """
 from __future__ import annotations
 
@@ -60,8 +60,45 @@ def violations() -> list[str]:
     return bad
 
 
+def package_imports(root: Path | None = None) -> dict[str, set[str]]:
+    """package -> the other mirage_lab packages its modules import (eagerly or lazily)."""
+    root = root or ROOT
+    out: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        me = _package(path)
+        deps = out.setdefault(me, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            deps.update(t for t in _targets(path, node) if t in LAYERS and t != me)
+    return out
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every package that can reach itself through the import graph, with one such path."""
+    circles = []
+    for start in sorted(graph):
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, path = stack.pop()
+            for nxt in sorted(graph.get(node, ())):
+                if nxt == start:
+                    circles.append(path + [start])
+                    stack = []
+                    break
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, path + [nxt]))
+    return circles
+
+
 def test_no_module_imports_a_higher_layer():
     assert violations() == []
+
+
+def test_no_import_circle_between_packages():
+    assert import_circles(package_imports()) == []
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"],
+                                                                                ["b", "c", "a", "b"],
+                                                                                ["c", "a", "b", "c"]]
 
 
 def test_the_checker_sees_a_climbing_import(tmp_path, monkeypatch):
