@@ -32,6 +32,9 @@ OPTION_SETS: tuple[CodegenOptions, ...] = (
     CodegenOptions(mma=True, pipeline_words=64),
     # two register sets, loop unrolled twice: measured 2% faster on RMSNorm 2x4096x6144 (H100)
     CodegenOptions(mma=True, pipeline_words=64, pipeline_depth=2),
+    # 32-column tensor-core warps with 16-byte B loads and movmatrix (the same code elsewhere: dropped)
+    CodegenOptions(mma=True, mma_b16=True),
+    CodegenOptions(mma=True, pipeline_words=64, mma_b16=True),
 )
 
 
