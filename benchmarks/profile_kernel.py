@@ -1,6 +1,7 @@
 """Time (or launch for a profiler) one hand-built μGraph lowering beside read-rate references.
 
     python benchmarks/profile_kernel.py rmsnorm 128 16 512 --mma --pw 64 --depth 1
+    python benchmarks/profile_kernel.py rmsnorm 128 16 512 --mma --pw 64 --mv
     ncu --clock-control none --section SpeedOfLight -k regex:kernel \\
         python benchmarks/profile_kernel.py rmsnorm 128 16 512 --mma --pw 64 --launch-only
 
@@ -56,6 +57,7 @@ def lowering_args(doc: str) -> argparse.ArgumentParser:
     ap.add_argument("--mma", action="store_true")
     ap.add_argument("--pw", type=int, default=0, help="pipeline_words")
     ap.add_argument("--depth", type=int, default=1, help="pipeline_depth")
+    ap.add_argument("--mv", action="store_true", help="mma_b16: 32-column mma warps read W in 16-byte loads (movmatrix)")
     ap.add_argument("--json", default="", help="a saved μGraph (program json: grid and frange are its own)")
     return ap
 
@@ -67,7 +69,7 @@ def lowering(a: argparse.Namespace) -> tuple[mi.KernelGraph, CodegenOptions]:
     else:
         b, h, o = (int(v) for v in a.shape.split(","))
         g = with_block_dim(BUILDERS[a.program](b, h, o, a.grid, a.frange), a.threads)
-    return g, CodegenOptions(mma=a.mma, pipeline_words=a.pw, pipeline_depth=a.depth)
+    return g, CodegenOptions(mma=a.mma, pipeline_words=a.pw, pipeline_depth=a.depth, mma_b16=a.mv)
 
 
 def main() -> int:

@@ -54,7 +54,12 @@ class CodegenOptions:
     shape allows it run on the tensor cores (``mma.sync.m16n8k16`` through inline PTX, sm_80+;
     the CUDA simulator runs an emulation of the instruction). Its A operand is rounded to the
     16-bit type of B (exact when A is a loaded 16-bit tile) and its sums are added in another
-    order, so results can differ from the FMA path by rounding.
+    order, so results can differ from the FMA path by rounding. ``mma_b16``: a tensor-core
+    stream whose warps cover 32 columns of B (where the 64-column layout does not fit) reads
+    B with 16-byte loads of 8 columns from 2 rows per k-step and transposes them into B
+    fragments with ``movmatrix.sync.aligned.m8n8.trans.b16`` (sm_75+): the ``mv`` layout of
+    :meth:`KernelPlan._mma_stream`; without it such a stream reads 8-byte loads from 4 rows.
+    It only matters with ``mma``.
 
     >>> CodegenOptions(pipeline_words=32).tag()
     'pw32-regNone-acc128'
@@ -62,6 +67,8 @@ class CodegenOptions:
     'pw0-regNone-acc128-mma'
     >>> CodegenOptions(mma=True, pipeline_words=64, pipeline_depth=3).tag()
     'pw64x3-regNone-acc128-mma'
+    >>> CodegenOptions(mma=True, mma_b16=True).tag(), CodegenOptions(mma_b16=True).tag()
+    ('pw0-regNone-acc128-mma-mv', 'pw0-regNone-acc128')
     """
 
     pipeline_words: int = 0      # measured on an H100: no gain, more registers (benchmarks/RESULTS.md)
@@ -70,6 +77,7 @@ class CodegenOptions:
     phase_words: int = 32        # words of a streamed tile issued together (the rest follow mid-stage)
     mma: bool = False            # tensor-core streamed matmuls
     pipeline_depth: int = 1      # iterations ahead the prefetched loads run
+    mma_b16: bool = False        # tensor-core streams of 32-column warps: 16-byte B loads + movmatrix
 
     def __post_init__(self) -> None:
         if not isinstance(self.pipeline_depth, int) or self.pipeline_depth < 1:
@@ -79,12 +87,14 @@ class CodegenOptions:
         depth = f"x{self.pipeline_depth}" if self.pipeline_depth > 1 else ""
         t = f"pw{self.pipeline_words}{depth}-reg{self.max_registers}-acc{self.max_stream_acc}"
         t = t if self.phase_words == 32 else f"{t}-ph{self.phase_words}"
-        return f"{t}-mma" if self.mma else t
+        if not self.mma:
+            return t
+        return f"{t}-mma-mv" if self.mma_b16 else f"{t}-mma"
 
     def astuple(self) -> tuple:
         """Positional arguments that rebuild these options (worker processes get them)."""
         return (self.pipeline_words, self.max_registers, self.max_stream_acc, self.phase_words, self.mma,
-                self.pipeline_depth)
+                self.pipeline_depth, self.mma_b16)
 
 
 DEFAULT_OPTIONS = CodegenOptions()
@@ -135,6 +145,9 @@ class Stream:
     # tensor-core layout (``mma``): each warp owns 8*vw columns and every GW-th k-step of 16 rows;
     # lane (g, t) loads rows 4t..4t+3 of a k-step, columns g*vw..g*vw+vw-1 (one vector load each)
     mma: bool = False
+    # the movmatrix layout (``mv``, vw = 4: 32 columns per warp): lane (g, t) loads rows g and
+    # 8 + g of a k-step, columns 8t..8t+7 (two 16-byte loads); A fragments in the standard k order
+    mv: bool = False
     NCW: int = 0                   # warps across the columns: N / (8 * vw)
     KS: int = 0                    # k-steps (16 rows) per warp per iteration: K / 16 / G (G = warps along K)
     AR: int = 4                    # A-fragment registers per lane: 4, or 2 when M <= 8 (rows 8..15 are zero)
@@ -150,6 +163,8 @@ class Stream:
     @property
     def words(self) -> int:
         """32-bit words of B each thread loads per iteration."""
+        if self.mv:
+            return 2 * 4 * self.KS  # two 16-byte loads per k-step
         return (4 * self.KS if self.mma else self.KR) * max(1, self.vw // 2)
 
     @property
@@ -229,7 +244,7 @@ class KernelPlan:
             s = self._stream(ch)
             if s is not None:
                 s.loader.mode = "streamed"
-                s.loader.vw = s.vw  # one vector load per thread and row of B
+                s.loader.vw = 8 if s.mv else s.vw  # one vector load per thread and row of B
                 self.streams.append(s)
         self.stream_of = {s.op.guid: s for s in self.streams}
         self.int_words = 0             # int32 shared memory (packed A fragments of mma streams)
@@ -237,7 +252,7 @@ class KernelPlan:
         for s in self.streams:
             if not s.mma:
                 continue
-            key = (s.op.inputs[0].guid, s.K, s.AR, s.loader.dtype)
+            key = (s.op.inputs[0].guid, s.K, s.AR, s.loader.dtype, s.mv)  # mv: another k order
             if key in frags:  # the same A operand: its fragments are converted once
                 s.frag_offset, s.frag_owner = frags[key], False
                 continue
@@ -315,13 +330,22 @@ class KernelPlan:
         B; a lane's vector load of one B row holds ``vw`` consecutive columns, so it feeds
         ``vw`` instructions, and a warp covers ``8 * vw`` columns. Warps split the columns
         (NCW) and then the k-steps (G); the G partial sums are added after the loop.
+
+        Where 64-column warps do not fit and ``options.mma_b16`` is set, the ``mv`` layout
+        (32 columns per warp, 16-byte loads) comes before the 8-byte one: lane (g, t) loads
+        rows 8h + g (h = 0, 1) of a k-step, columns 8t..8t+7. Word w of load h, across the
+        warp, is an 8x8 b16 matrix (row g, column c = physical column 8(c//2) + 2w + c%2);
+        ``movmatrix.trans`` of it hands lane (g, t) the pair of rows 8h + 2t, 8h + 2t + 1 of
+        column 8(g//2) + 2w + g%2: b0 (h = 0) and b1 (h = 1) of tile w, in the standard k
+        order. Tile w's output columns 2t, 2t + 1 are physical columns 8t + 2w, 8t + 2w + 1.
         """
         W = self.T // 32
         if M > 16 or K % 16 or self.T % 32 or W == 0 or ld.dtype not in ("float16", "bfloat16"):
             return None
         steps = K // 16
-        for vw in (8, 4, 2):
-            if N % (8 * vw) or vw > ld.vw:
+        layouts = [(8, False)] + ([(4, True)] if self.options.mma_b16 else []) + [(4, False), (2, False)]
+        for vw, mv in layouts:
+            if N % (8 * vw) or (8 if mv else vw) > ld.vw:
                 continue
             NCW = N // (8 * vw)
             if W % NCW:
@@ -334,7 +358,7 @@ class KernelPlan:
             KS = steps // G
             return Stream(ch, op, ld, M, K, N, vw, NCW, G, KS * 16, persistent,
                           phase_rows=max(1, self.options.phase_words // (2 * vw)),
-                          mma=True, NCW=NCW, KS=KS, AR=4 if M > 8 else 2)
+                          mma=True, mv=mv, NCW=NCW, KS=KS, AR=4 if M > 8 else 2)
         return None
 
     # ------------------------------------------------------------------ buffers

@@ -15,7 +15,10 @@ numba only). The prelude defines the few bit-level helpers numba lacks:
 * tensor cores (``CodegenOptions(mma=True)``): ``pk16(lo, hi)`` packs two 16-bit values into
   one word; ``pkl(a, b)`` / ``pkh(a, b)`` pair the low / high halves of two words (a B
   fragment: two k rows of one column); ``mma_f16`` / ``mma_bf16(a0..a3, b0, b1, c0..c3)`` is
-  one ``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}`` returning the 4 float32 results.
+  one ``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}`` returning the 4 float32 results;
+  ``movt(w)`` is one ``movmatrix.sync.aligned.m8n8.trans.b16``: the warp's 32 words are an 8x8
+  matrix of 16-bit values (lane L holds row L // 4, columns 2(L % 4) and 2(L % 4) + 1, low half
+  first), and each lane gets its word of the transposed matrix (``mma_b16``'s B fragments).
 
 On the GPU these are numba intrinsics emitting plain LLVM IR (a vector load, trunc, bitcast,
 fpext; inline PTX for ``mma.sync``); under the CUDA simulator they are numpy functions with
@@ -223,6 +226,27 @@ if SIMULATOR:
     def mma_f16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         return _mma_sim((a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), False)
 
+    def movt(w):
+        # one warp-wide movmatrix.m8n8.trans.b16: every lane brings its word of the 8x8 matrix
+        th = _threading.current_thread()
+        lane, warp = th.thread_id % 32, th.thread_id // 32
+        with _MMA_LOCK:
+            states = th._manager.__dict__.setdefault("_movt_states", {})
+            key = (th.blockIdx.x, th.blockIdx.y, th.blockIdx.z, warp)
+            st = states.get(key)
+            if st is None:
+                st = states[key] = (_threading.Barrier(32), [None] * 32, [None] * 32)
+        bar, slots, outs = st
+        slots[lane] = int(w) & 0xFFFFFFFF
+        if bar.wait() == 0:  # one lane transposes: element (r, c) is half c % 2 of lane 4r + c // 2's word
+            def el(r, c):
+                return (slots[4 * r + c // 2] >> (16 * (c % 2))) & 0xFFFF
+            for L in range(32):
+                g, t = L // 4, L % 4
+                outs[L] = _w32(el(2 * t, g) | (el(2 * t + 1, g) << 16))
+        bar.wait()
+        return outs[lane]
+
     def mma_bf16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         return _mma_sim((a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), True)
 
@@ -278,6 +302,15 @@ else:
 
     mma_f16 = intrinsic(_mma("f16"))
     mma_bf16 = intrinsic(_mma("bf16"))
+
+    @intrinsic
+    def movt(typingctx, w):
+        def codegen(context, builder, signature, args):  # the transpose of the warp's 8x8 b16 matrix
+            i32t = llvm_ir.IntType(32)
+            fty = llvm_ir.FunctionType(i32t, [i32t])
+            asm = llvm_ir.InlineAsm(fty, "movmatrix.sync.aligned.m8n8.trans.b16 $0, $1;", "=r,r")
+            return builder.call(asm, [_as_int(builder, args[0], 32)])
+        return types.int32(w), codegen
 
 if SIMULATOR:
     fexp, fsqrt, fpow = np.exp, np.sqrt, np.power

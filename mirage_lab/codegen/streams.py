@@ -58,8 +58,11 @@ class StreamEmitter:
         """(register suffix, row offset from the thread's first row) of each load of ``rows``.
 
         FMA layout: one row per unit, G rows apart. mma layout: ``rows`` are k-steps; four
-        rows (4t..4t+3 of the step) per step, steps 16*G rows apart.
+        rows (4t..4t+3 of the step) per step, steps 16*G rows apart; the movmatrix layout: two
+        rows (g and 8 + g of the step).
         """
+        if st.mv:
+            return [(f"{j}_{h}", j * 16 * st.G + 8 * h) for j in rows for h in range(2)]
         if st.mma:
             return [(f"{j}_{q}", j * 16 * st.G + q) for j in rows for q in range(4)]
         return [(str(r), r * st.G) for r in rows]
@@ -108,7 +111,8 @@ class StreamEmitter:
         cols = 8 * st.vw
         s.comment(f"{st.op.outputs[0].name} = matmul on tensor cores (mma.m16n8k16, {st.M} of 16 rows used): "
                   f"B={st.loader.out.name} streamed into registers; {st.NCW} warp(s) x {cols} columns, "
-                  f"{st.G} warp(s) along K, {st.KS} k-steps of 16 rows per warp and iteration")
+                  f"{st.G} warp(s) along K, {st.KS} k-steps of 16 rows per warp and iteration"
+                  + ("; B in 16-byte loads of rows g, g + 8, transposed into fragments by movmatrix" if st.mv else ""))
         s(f"ml{i} = tid % 32")
         s(f"mg{i} = ml{i} // 4")
         s(f"mt{i} = ml{i} % 4")
@@ -118,8 +122,10 @@ class StreamEmitter:
         else:
             s(f"mcw{i} = 0")
             s(f"mkw{i} = tid // 32")
-        # first word of the lane's rows 16*mkw + 4*mt (+q) and columns mcw*8*vw + mg*vw
-        s(f"sw{i} = {add(mul(f'mkw{i}', 16 * rsw), mul(f'mt{i}', 4 * rsw), mul(f'mcw{i}', cols // unit), mul(f'mg{i}', st.vw // unit))}")
+        if st.mv:  # first word of the lane's rows 16*mkw + mg (+8h) and columns mcw*32 + mt*8
+            s(f"sw{i} = {add(mul(f'mkw{i}', 16 * rsw), mul(f'mg{i}', rsw), mul(f'mcw{i}', cols // unit), mul(f'mt{i}', 8 // unit))}")
+        else:  # first word of the lane's rows 16*mkw + 4*mt (+q) and columns mcw*8*vw + mg*vw
+            s(f"sw{i} = {add(mul(f'mkw{i}', 16 * rsw), mul(f'mt{i}', 4 * rsw), mul(f'mcw{i}', cols // unit), mul(f'mg{i}', st.vw // unit))}")
         # the lane's A fragments: word (step*AR + r)*32 + ((lane + 8*step + 4*(r // (AR/2))) & 31)
         s(f"mfa{i} = {add(str(st.frag_offset), mul(f'mkw{i}', st.AR * 32))}")
         self.zero_partials(s, st)
@@ -132,12 +138,17 @@ class StreamEmitter:
         32-word row of lanes rotated by 4*(step % 8) + (step // 8) % 2 + 16*(p % 2): a warp that
         writes 32 consecutive pairs, or a loader's 2 or 4 words of 32 consecutive vectors, and a
         warp that reads one register of one step each touch 32 different banks.
+
+        That order matches B pairs of rows (4t, 4t+1), (4t+2, 4t+3). The movmatrix layout's B
+        fragments are in the standard order (rows 2t, 2t+1 and 2t+8, 2t+9): there pair p of a
+        step goes to lane (m % 8) * 4 + p % 4, register half p // 4, with the same rotation.
         """
         AR = st.AR
-        ks, sel = f"({p}) // 8", f"({p}) % 2"
+        ks = f"({p}) // 8"
+        sel = f"({p}) // 4 % 2" if st.mv else f"({p}) % 2"
         reg = add(f"({m}) // 8" if AR == 4 else "0", mul(sel, AR // 2))
         rot = f"({ks}) % 8 * 4 + ({ks}) // 8 % 2 + {sel} * 16"
-        lane = f"({m}) % 8 * 4 + ({p}) % 8 // 2"
+        lane = f"({m}) % 8 * 4 + ({p}) % 4" if st.mv else f"({m}) % 8 * 4 + ({p}) % 8 // 2"
         return add(str(st.frag_offset), f"(({ks}) * {AR} + {reg}) * 32", f"(({lane} + {rot}) & 31)")
 
     def direct_fragments(self, s: Src, st: Stream, ld: Loader, v: str, reg: str) -> None:
@@ -206,6 +217,12 @@ class StreamEmitter:
                     f"{fa[r]} = smi[mfa{i} + {(st.G * j * st.AR + r) * 32} + ((mr{i}_{j} + {16 * (r // half)}) & 31)]"
                     for r in range(st.AR)))
                 regs = fa if st.AR == 4 else [fa[0], "0", fa[1], "0"]
+                if st.mv:  # word c of the two loads, transposed across the warp: tile c's b0, b1
+                    for c in range(st.vw):
+                        acc = [f"pa{i}[{4 * c + r}]" for r in range(4)]
+                        s(f"{', '.join(acc)} = {mma}({', '.join(regs)}, movt(b{i}_{j}_0[{c}]), "
+                          f"movt(b{i}_{j}_1[{c}]), {', '.join(acc)})")
+                    continue
                 for c in range(st.vw):
                     w = (lambda q: f"b{i}_{j}_{q}[{c // 2}]") if nw > 1 else (lambda q: f"b{i}_{j}_{q}")
                     pk = "pkl" if c % 2 == 0 else "pkh"
@@ -217,7 +234,7 @@ class StreamEmitter:
         """Each warp's accumulators -> ``red[kgroup, m - rows.start, n]`` for the rows in ``rows``.
 
         Lane (g, t), tile c: accumulators 0, 1 are row g, columns (2t, 2t+1)*vw + c of the warp's
-        8*vw; 2, 3 are row g + 8.
+        8*vw (movmatrix layout: 8t + 2c, 8t + 2c + 1); 2, 3 are row g + 8.
         """
         i = st.loader.index
         MC, N, vw = len(rows), st.N, st.vw
@@ -230,7 +247,10 @@ class StreamEmitter:
             with s.block(f"if {m0 - lo} <= mg{i} < {mend - lo}:") if (lo < m0 or hi > mend) else nullcontext():
                 for c in range(vw):
                     for u in range(2):
-                        n = add(mul(f"mcw{i}", 8 * vw), mul(f"mt{i}", 2 * vw), str(u * vw + c))
+                        if st.mv:
+                            n = add(mul(f"mcw{i}", 32), mul(f"mt{i}", 8), str(2 * c + u))
+                        else:
+                            n = add(mul(f"mcw{i}", 8 * vw), mul(f"mt{i}", 2 * vw), str(u * vw + c))
                         idx = add(mul(f"mkw{i}", MC * N), mul(f"({row})" if row != f"mg{i}" else row, N), n)
                         s(f"{self.ref_buf(red, idx)} = pa{i}[{4 * c + 2 * h + u}]")
 

@@ -156,3 +156,20 @@ CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [
     ("odd_dims", odd_dims_graph, randn_inputs()),
     ("odd_dims_bf16", lambda: odd_dims_graph(mi.bfloat16), randn_inputs()),
 ]
+
+
+# CodegenOptions(mma=True, mma_b16=True): tensor-core streams whose warps cover 32 columns read B
+# with 16-byte loads and movmatrix (the "mv" layout). The CASES above whose blocks own 32
+# columns (N = grid * 32), plus: two warps across 64 columns whose 64-column layout does not
+# fit (2 k-steps per iteration over 4 warps), 16 rows in bf16, and the gated MLP at 256.
+_MV_FROM_CASES = ("rms_norm_linear", "rms_norm_linear_m16", "rms_norm_linear_bf16", "gated_mlp")
+MV_CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [c for c in CASES if c[0] in _MV_FROM_CASES] + [
+    ("rms_norm_linear_mv_2warps", lambda: rms_norm_linear_fused(4, 64, 128, grid=2, forloop_range=2), randn_inputs()),
+    ("rms_norm_linear_mv_m16_bf16", lambda: rms_norm_linear_fused(16, 128, 64, grid=2, forloop_range=2,
+                                                                  dtype=mi.bfloat16), randn_inputs()),
+    ("gated_mlp_mv", lambda: gated_mlp_fused(4, 256, 256, grid=8, forloop_range=2), randn_inputs(0.5)),
+]
+# streams per case that take the mv layout (gated_mlp's 2 k-steps per iteration do not split over 4
+# warps of 32 columns: it keeps the 16-column layout, the fallback under the option)
+MV_STREAMS = {"rms_norm_linear": 1, "rms_norm_linear_m16": 1, "rms_norm_linear_bf16": 1, "gated_mlp": 0,
+              "rms_norm_linear_mv_2warps": 1, "rms_norm_linear_mv_m16_bf16": 1, "gated_mlp_mv": 2}

@@ -28,3 +28,17 @@ def sim_results_pipelined(tmp_path_factory) -> dict:
     """Tensor cores plus register prefetch three iterations ahead (``pipeline_depth=3``)."""
     return run_python(HERE / "sim_runner.py", tmp_path_factory.mktemp("sim_pipe"), args=["--mma", "--pipeline=64x3"],
                       simulator=True, timeout=900, cwd=ROOT)
+
+
+@pytest.fixture(scope="session")
+def sim_results_mv(tmp_path_factory) -> dict:
+    """The 32-column tensor-core cases with ``mma_b16``: 16-byte B loads, emulated movmatrix."""
+    return run_python(HERE / "sim_runner.py", tmp_path_factory.mktemp("sim_mv"), args=["--mma", "--mv"],
+                      simulator=True, timeout=900, cwd=ROOT)
+
+
+@pytest.fixture(scope="session", params=["64x1", "64x2"])
+def sim_results_mv_pipelined(request, tmp_path_factory) -> dict:
+    """The same with B prefetched into registers: one iteration ahead (moved), or two register sets."""
+    return run_python(HERE / "sim_runner.py", tmp_path_factory.mktemp("sim_mv_pipe"),
+                      args=["--mma", "--mv", f"--pipeline={request.param}"], simulator=True, timeout=900, cwd=ROOT)

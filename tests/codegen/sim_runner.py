@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 import mirage_lab as mi  # noqa: E402
-from codegen_cases import CASES  # noqa: E402
+from codegen_cases import CASES, MV_CASES  # noqa: E402
 from mirage_lab.codegen import CodegenOptions  # noqa: E402
 from mirage_lab.runtime.profile import relative_error as rel  # noqa: E402
 
@@ -26,13 +26,15 @@ from mirage_lab.runtime.profile import relative_error as rel  # noqa: E402
 def main() -> None:
     args = sys.argv[1:]
     # --mma: tensor-core streamed matmuls (emulated mma.sync); --pipeline=WORDSxDEPTH: register
-    # prefetch of streamed and staged tiles, DEPTH iterations ahead
+    # prefetch of streamed and staged tiles, DEPTH iterations ahead; --mv: mma_b16 (16-byte B
+    # loads and movmatrix for 32-column warps), on the cases of MV_CASES
     pipe = next((a.split("=", 1)[1] for a in args if a.startswith("--pipeline=")), "0x1")
     words, depth = (int(v) for v in pipe.split("x"))
-    options = CodegenOptions(mma="--mma" in args, pipeline_words=words, pipeline_depth=depth)
+    mv = "--mv" in args
+    options = CodegenOptions(mma="--mma" in args, pipeline_words=words, pipeline_depth=depth, mma_b16=mv)
     names = {a for a in args if not a.startswith("--")}
     res = {}
-    for name, build, make in CASES:
+    for name, build, make in MV_CASES if mv else CASES:
         if names and name not in names:
             continue
         g = build()
@@ -45,6 +47,9 @@ def main() -> None:
             entry = {"rel": [rel(o, r) for o, r in zip(outs, refs)],
                      "mma_streams": sum(src.count("mma.m16n8k16)") for src in k.generated.kernel_sources.values()),
                      "mma_staged": sum(src.count("tiles of 16x8") for src in k.generated.kernel_sources.values()),
+                     "mv_streams": sum(src.count("transposed into fragments by movmatrix")
+                                       for src in k.generated.kernel_sources.values()),
+                     "movt": sum(src.count("movt(") for src in k.generated.kernel_sources.values()),
                      "shapes_ok": all(tuple(o.shape) == tuple(r.shape) for o, r in zip(outs, refs)),
                      "dtypes": [str(o.dtype) for o in outs]}
             if name == "rms_norm_linear":  # KernelGraph.__call__ delegates to the runtime

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from codegen_cases import CASES
+from codegen_cases import CASES, MV_CASES, MV_STREAMS
 
 TOL = {"torch.float16": 2e-3, "torch.float32": 2e-3, "torch.bfloat16": 1e-2}  # bf16 rounding alone is ~2e-3
 
@@ -69,6 +69,36 @@ def test_pipelined_kernel_matches_reference(sim_results_pipelined: dict, name: s
     r = sim_results_pipelined[name]
     assert "error" not in r, r.get("error")
     assert r["shapes_ok"]
+    for err, dt in zip(r["rel"], r["dtypes"]):
+        assert not math.isnan(err), f"{name}: NaN in the output (an element was never written, or overflow)"
+        assert err < TOL[dt], f"{name}: relative error {err:.3g} >= {TOL[dt]} ({dt})"
+
+
+@pytest.mark.parametrize("name", [c[0] for c in MV_CASES])
+def test_mv_kernel_matches_reference(sim_results_mv: dict, name: str) -> None:
+    """``mma_b16``: B in 16-byte loads of rows g, g + 8, fragments by (emulated) movmatrix.trans.
+
+    Checks the mv layout end to end: the lanes' load addresses, the transposed B fragments,
+    the A fragments in the standard k order (a wrong order fails by ~100 %), and the
+    accumulators' columns (8t + 2c + u) in the reduction; NaN-poisoned outputs, float64 reference.
+    """
+    r = sim_results_mv[name]
+    assert "error" not in r, r.get("error")
+    assert r["shapes_ok"]
+    assert r["mv_streams"] == MV_STREAMS[name] and (r["movt"] > 0) == (MV_STREAMS[name] > 0)
+    for err, dt in zip(r["rel"], r["dtypes"]):
+        assert not math.isnan(err), f"{name}: NaN in the output (an element was never written, or overflow)"
+        assert err < TOL[dt], f"{name}: relative error {err:.3g} >= {TOL[dt]} ({dt})"
+
+
+@pytest.mark.parametrize("name", [c[0] for c in MV_CASES])
+def test_mv_pipelined_kernel_matches_reference(sim_results_mv_pipelined: dict, name: str) -> None:
+    """``mma_b16`` with ``pipeline_words=64`` (depth 1 and 2): the mv layout's two loads per k-step
+    prefetched into registers (where the 64-word budget allows), each iteration its own rows."""
+    r = sim_results_mv_pipelined[name]
+    assert "error" not in r, r.get("error")
+    assert r["shapes_ok"]
+    assert r["mv_streams"] == MV_STREAMS[name]
     for err, dt in zip(r["rel"], r["dtypes"]):
         assert not math.isnan(err), f"{name}: NaN in the output (an element was never written, or overflow)"
         assert err < TOL[dt], f"{name}: relative error {err:.3g} >= {TOL[dt]} ({dt})"

@@ -135,3 +135,46 @@ def test_buffers_are_placed_before_the_text_and_an_unplanned_one_is_an_internal_
         em.p.buf("t999999", 4, "loop")
     src, info = _Emitter(bg, "k").emit()
     assert info.pool_floats == pool and "«" not in src and "sm[" in src
+
+
+def test_mma_b16_reads_32_column_strips_with_16_byte_loads() -> None:
+    """RMSNorm+Linear 16x4096x4096 over 128 blocks: each block's W strip is 32 columns (64 bytes a row).
+
+    Tensor cores alone read it in 8-byte loads (a lane's 4 columns of 4 rows); ``mma_b16`` in
+    16-byte loads (8 columns of rows g and g + 8) whose words movmatrix transposes into B fragments.
+    """
+    from mirage_lab.codegen import CodegenOptions
+    from mirage_lab.codegen.block_kernel import _Emitter
+    from mirage_lab.pipeline import with_block_dim
+
+    for threads in (256, 512):
+        bg = with_block_dim(rms_norm_linear_fused(16, 4096, 4096, grid=128, forloop_range=16),
+                            threads).customized_ops[0].block_graph
+        o_old = CodegenOptions(mma=True, pipeline_words=64)
+        o_new = CodegenOptions(mma=True, pipeline_words=64, mma_b16=True)
+        old, _ = emit_block_kernel(bg, "k", o_old)
+        new, info = emit_block_kernel(bg, "k", o_new)
+        assert "ldg2(in1" in old and "movt(" not in old
+        assert "ldg4(in1" in new and "ldg2(in1" not in new and "movt(" in new and "pkl(" not in new
+        assert info.streamed_inputs == [1]
+        # the same prefetch budget: 2 loads x 4 words per k-step against 4 loads x 2 words
+        e_old, e_new = _Emitter(bg, "k", o_old), _Emitter(bg, "k", o_new)
+        (s_old,), (s_new,) = e_old.p.streams, e_new.p.streams
+        assert s_new.mv and not s_old.mv and s_new.words == s_old.words == 8 * s_new.KS
+        assert e_new._piped == e_old._piped == {s_new.op.guid}
+        assert new.count("n1_") * 2 == old.count("n1_")   # half the registers' names, twice the words
+
+
+def test_mma_b16_changes_nothing_where_it_does_not_apply() -> None:
+    """64-column strips keep their 16-byte layout; without ``mma`` the option is inert (and not in the tag)."""
+    from mirage_lab.codegen import CodegenOptions
+
+    g = rms_norm_linear_fused(16, 4096, 4096, grid=64, forloop_range=16)
+    base = generate_module(g, options=CodegenOptions(mma=True)).kernel_sources
+    assert generate_module(g, options=CodegenOptions(mma=True, mma_b16=True)).kernel_sources == base
+    g32 = rms_norm_linear_fused(4, 256, 256, grid=8, forloop_range=4)
+    assert (generate_module(g32, options=CodegenOptions(mma_b16=True)).kernel_sources
+            == generate_module(g32).kernel_sources)
+    o = CodegenOptions(mma=True, pipeline_words=64, pipeline_depth=2, mma_b16=True)
+    assert CodegenOptions(*o.astuple()) == o and o.tag().endswith("-mma-mv")
+    assert CodegenOptions(mma_b16=True).tag() == CodegenOptions().tag()

@@ -63,6 +63,29 @@ def test_mma_kernels_match_float64_reference(name, build, scales, rel):
     _check_against_reference(name, g, k, scales, (3, 4), rel)
 
 
+MV = [  # tensor-core warps of 32 columns: W strips read with 16-byte loads and movmatrix (mma_b16)
+    ("rmsnorm_linear_16x4096x4096_t512", lambda: rms_norm_linear_fused(16, 4096, 4096, grid=128, forloop_range=16),
+     [1.0, 1 / 64], 512),
+    ("rmsnorm_linear_2x4096x6144", lambda: rms_norm_linear_fused(2, 4096, 6144, grid=192, forloop_range=8),
+     [1.0, 1 / 64], 128),
+    ("gated_mlp_8x4096x4096_grid128", lambda: gated_mlp_fused(8, 4096, 4096, grid=128, forloop_range=16),
+     [1.0, 1 / 64, 1 / 64], 256),
+]
+
+
+@pytest.mark.parametrize("name,build,scales,threads", MV, ids=[f[0] for f in MV])
+def test_mma_b16_kernels_match_float64_reference(name, build, scales, threads, rel):
+    """CodegenOptions(mma=True, mma_b16=True): B fragments by movmatrix.trans of 16-byte loads, at full shape."""
+    from mirage_lab.codegen import CodegenOptions
+    from mirage_lab.pipeline import with_block_dim
+
+    g = with_block_dim(build(), threads)
+    for opts in (CodegenOptions(mma=True, mma_b16=True), CodegenOptions(mma=True, mma_b16=True, pipeline_words=64)):
+        k = mi.runtime.compile(g, options=opts)
+        assert any("movt(" in src for src in k.generated.kernel_sources.values())
+        _check_against_reference(name, g, k, scales, (5, 6), rel)
+
+
 def test_cuda_graph_replay_tracks_in_place_input_updates():
     g = rms_norm_linear_fused(16, 4096, 4096, grid=256, forloop_range=16)
     k = mi.runtime.compile(g)
