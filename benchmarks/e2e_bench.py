@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import statistics
 import sys
 import time
 import traceback
@@ -32,6 +31,8 @@ from mirage_lab.pipeline import TuneFinished, TuneStarted, VariantDone, measurin
 from mirage_lab.runtime import profile as prof  # noqa: E402
 from mirage_lab.search import Finished  # noqa: E402
 
+from call_path_bench import host_us, wall_sync_us  # noqa: E402  (this folder: one way to time a call)
+
 PROGRAMS = {  # name: (program, search config, search seconds (None: to the end))
     "rmsnorm_linear_16x4096x4096": (lambda: ex.rms_norm_linear_program(16, 4096, 4096), None, None),
     "rmsnorm_linear_2x4096x6144": (lambda: ex.rms_norm_linear_program(2, 4096, 6144), None, None),
@@ -39,33 +40,6 @@ PROGRAMS = {  # name: (program, search config, search seconds (None: to the end)
     "gqa_2x256x64x4096": (lambda: ex.gqa_program(2, 256, 64, 4096), "attention", 30.0),
     "gqa_decode_64x1x128x4096": (lambda: ex.gqa_program(64, 1, 128, 4096), "attention", 90.0),
 }
-
-
-def wall_sync_us(call, iters: int = 200) -> float:
-    """Median wall-clock µs of one call followed by a device synchronize."""
-    for _ in range(10):
-        call()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        call()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(samples)
-
-
-def host_us(call, iters: int = 2000) -> float:
-    """Mean host µs of ``call`` alone (no synchronize): what Python spends before the GPU is handed work."""
-    for _ in range(20):
-        call()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        call()
-    dt = (time.perf_counter() - t0) / iters * 1e6
-    torch.cuda.synchronize()
-    return dt
 
 
 def copy_floor_us(nbytes: int) -> float:

@@ -7,9 +7,7 @@ one cuLaunchKernel per kernel. Host µs per call and wall per synchronous call, 
 from __future__ import annotations
 
 import ctypes
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -18,7 +16,7 @@ from cuda.bindings import driver as drv
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mirage_lab as mi  # noqa: E402
-from call_path_bench import programs  # noqa: E402
+from call_path_bench import host_us, programs, wall_sync_us  # noqa: E402
 from mirage_lab.pipeline import measuring_inputs  # noqa: E402
 
 
@@ -86,32 +84,6 @@ def graph_launcher(mod, kernel_names, raw: bool):
     return go
 
 
-def host_us(fn, n=300):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    torch.cuda._sleep(60_000 * n)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    dt = (time.perf_counter() - t0) / n * 1e6
-    torch.cuda.synchronize()
-    return dt
-
-
-def wall_us(fn, n=300):
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        ts.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(ts)
-
-
 def main() -> int:
     for name, (g, opts) in programs().items():
         k = mi.runtime.compile(g, options=opts)
@@ -137,11 +109,11 @@ def main() -> int:
             gl(sp, lists)
             torch.cuda.synchronize()
             row.append(f"raw={raw}: equal {torch.equal(outs[0], ref)}, host {host_us(lambda: gl(sp, lists)):.1f}, "
-                       f"wall/sync {wall_us(lambda: gl(sp, lists)):.1f}")
+                       f"wall/sync {wall_sync_us(lambda: gl(sp, lists)):.1f}")
         outs[0].fill_(float("nan"))
         plain()
         torch.cuda.synchronize()
-        row.append(f"plain: equal {torch.equal(outs[0], ref)}, host {host_us(plain):.1f}, wall/sync {wall_us(plain):.1f}")
+        row.append(f"plain: equal {torch.equal(outs[0], ref)}, host {host_us(plain):.1f}, wall/sync {wall_sync_us(plain):.1f}")
         print(" | ".join(row), flush=True)
     return 0
 

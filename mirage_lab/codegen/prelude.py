@@ -189,19 +189,26 @@ if SIMULATOR:
             v = np.array([u], dtype=np.uint32).view(np.float16)
         return float(v[0]), float(v[1])
 
-    def _mma_sim(regs, bf):
-        # one warp-wide mma.m16n8k16 (row.col, float32 accumulate): every lane brings its registers
+    def _warp_op(kind, value, compute):
+        # one warp-wide instruction: every lane brings its value, one lane computes all 32 results
         th = _threading.current_thread()
         lane, warp = th.thread_id % 32, th.thread_id // 32
         with _MMA_LOCK:
-            states = th._manager.__dict__.setdefault("_mma_states", {})
+            states = th._manager.__dict__.setdefault(kind, {})
             key = (th.blockIdx.x, th.blockIdx.y, th.blockIdx.z, warp)
             st = states.get(key)
             if st is None:
                 st = states[key] = (_threading.Barrier(32), [None] * 32, [None] * 32)
         bar, slots, outs = st
-        slots[lane] = regs
-        if bar.wait() == 0:  # one lane computes the warp's product
+        slots[lane] = value
+        if bar.wait() == 0:
+            outs[:] = compute(slots)
+        bar.wait()
+        return outs[lane]
+
+    def _mma_sim(regs, bf):
+        # mma.m16n8k16 (row.col, float32 accumulate) of the warp's registers
+        def compute(slots):
             A = np.zeros((16, 16))
             B = np.zeros((16, 8))
             C = np.zeros((16, 8))
@@ -217,35 +224,20 @@ if SIMULATOR:
                 C[g, 2 * t:2 * t + 2] = (c0, c1)
                 C[g + 8, 2 * t:2 * t + 2] = (c2, c3)
             D = (A @ B + C).astype(np.float32)
-            for L in range(32):
-                g, t = L // 4, L % 4
-                outs[L] = (D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t], D[g + 8, 2 * t + 1])
-        bar.wait()
-        return outs[lane]
+            return [(D[L // 4, 2 * (L % 4)], D[L // 4, 2 * (L % 4) + 1], D[L // 4 + 8, 2 * (L % 4)],
+                     D[L // 4 + 8, 2 * (L % 4) + 1]) for L in range(32)]
+        return _warp_op("_mma_states", regs, compute)
 
     def mma_f16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         return _mma_sim((a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), False)
 
     def movt(w):
-        # one warp-wide movmatrix.m8n8.trans.b16: every lane brings its word of the 8x8 matrix
-        th = _threading.current_thread()
-        lane, warp = th.thread_id % 32, th.thread_id // 32
-        with _MMA_LOCK:
-            states = th._manager.__dict__.setdefault("_movt_states", {})
-            key = (th.blockIdx.x, th.blockIdx.y, th.blockIdx.z, warp)
-            st = states.get(key)
-            if st is None:
-                st = states[key] = (_threading.Barrier(32), [None] * 32, [None] * 32)
-        bar, slots, outs = st
-        slots[lane] = int(w) & 0xFFFFFFFF
-        if bar.wait() == 0:  # one lane transposes: element (r, c) is half c % 2 of lane 4r + c // 2's word
+        # movmatrix.m8n8.trans.b16: element (r, c) of the 8x8 matrix is half c % 2 of lane 4r + c // 2's word
+        def compute(slots):
             def el(r, c):
                 return (slots[4 * r + c // 2] >> (16 * (c % 2))) & 0xFFFF
-            for L in range(32):
-                g, t = L // 4, L % 4
-                outs[L] = _w32(el(2 * t, g) | (el(2 * t + 1, g) << 16))
-        bar.wait()
-        return outs[lane]
+            return [_w32(el(2 * (L % 4), L // 4) | (el(2 * (L % 4) + 1, L // 4) << 16)) for L in range(32)]
+        return _warp_op("_movt_states", int(w) & 0xFFFFFFFF, compute)
 
     def mma_bf16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         return _mma_sim((a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), True)
