@@ -139,7 +139,8 @@ def test_full_run_sort_export_and_measurements(tmp_path):
     compile(text, str(out), "exec")
     assert "wrote" in w.message.value and "not measured" in w.message.value
 
-    # Measurements from a GPU run fill the latency column and the latency plot.
+    # How the view shows measurements: typed rows as the tuner makes them (these numbers are fixtures
+    # for the display only; tests/widgets/test_explorer_gpu.py measures real ones on a GPU).
     with pytest.raises(TypeError, match="LatencyRow"):  # one typed shape: no guessing what a number meant
         w.add_measurements({f"candidate {best}": 12.5})
     w.add_measurements([LatencyRow(f"candidate {best}", "candidate", 12.5, candidate=best),
