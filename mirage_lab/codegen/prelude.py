@@ -300,7 +300,7 @@ else:
         def codegen(context, builder, signature, args):  # the transpose of the warp's 8x8 b16 matrix
             i32t = llvm_ir.IntType(32)
             fty = llvm_ir.FunctionType(i32t, [i32t])
-            asm = llvm_ir.InlineAsm(fty, "movmatrix.sync.aligned.m8n8.trans.b16 $0, $1;", "=r,r")
+            asm = llvm_ir.InlineAsm(fty, "movmatrix.sync.aligned.m8n8.trans.b16 $0, $1;", "=r,r", side_effect=True)
             return builder.call(asm, [_as_int(builder, args[0], 32)])
         return types.int32(w), codegen
 
