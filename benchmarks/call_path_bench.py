@@ -25,7 +25,7 @@ import mirage_lab as mi  # noqa: E402
 from mirage_lab.codegen import CodegenOptions  # noqa: E402
 from mirage_lab.examples import rms_norm_linear_fused  # noqa: E402
 from mirage_lab.pipeline import measuring_inputs, with_block_dim  # noqa: E402
-from mirage_lab.runtime.profile import make_copies, rotation_copies, time_calls  # noqa: E402
+from mirage_lab.runtime.profile import make_copies, relative_error, rotation_copies, time_calls  # noqa: E402
 
 FOUND = Path(__file__).resolve().parent / "found"
 
@@ -70,10 +70,6 @@ def wall_sync_us(fn, n: int = 300) -> float:
     return statistics.median(ts)
 
 
-def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((out.double() - ref.double()).norm() / ref.double().norm())
-
-
 def bench_program(name: str, g, opts) -> dict:
     print(f"== {name}: {opts.tag()}", flush=True)
     t0 = time.perf_counter()
@@ -89,7 +85,7 @@ def bench_program(name: str, g, opts) -> dict:
     sets = make_copies(xs, rotation_copies(xs))
     out = k(inputs=xs, poison=True)[0]
     torch.cuda.synchronize()
-    res["rel_err"] = rel_err(out.cpu(), ref)
+    res["rel_err"] = relative_error(out.cpu(), ref)
     res["call_us"] = time_calls([lambda s=s: k(inputs=s) for s in sets], repeats=300).median_us
     graphs = [k.capture(s) for s in sets]
     res["graph_us"] = time_calls([gk.replay for gk in graphs], repeats=300).median_us

@@ -69,7 +69,7 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
     out_guids = {t.guid for t in graph.outputs}
     temps: list[tuple[str, str]] = []   # (variable, spec text)
     outs: list[tuple[str, str]] = []
-    launches: list[tuple[KernelInfo, list[str]]] = []
+    kernel_args: dict[int, list[str]] = {}  # customized op guid -> its kernel's arguments
     for op in graph.customized_ops:
         info = infos[op.guid]
         for t in op.outputs:
@@ -77,11 +77,10 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
             (outs if t.guid in out_guids else temps).append((names[t.guid], spec))
         scratch = f"s_{info.name}"
         temps.append((scratch, f"(({info.scratch_floats},), torch.float32)" if info.scratch_floats else "None"))
-        launches.append((info, [names[t.guid] for t in op.inputs] + [names[t.guid] for t in op.outputs] + [scratch]))
+        kernel_args[op.guid] = [names[t.guid] for t in [*op.inputs, *op.outputs]] + [scratch]
     s("_BUFS = _Buffers([" + ", ".join(spec for _, spec in temps) + "], [" + ", ".join(spec for _, spec in outs) + "])")
     s("")
     s("")
-    by_guid = {info.name: args for info, args in launches}
     with s.block("def run(inputs, poison=False):"):
         s('"""Run the μGraph: torch tensors in ``new_input`` order -> list of output tensors.')
         s("")
@@ -98,13 +97,10 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
         for op in graph.ops:
             if op.op_type == "input":
                 continue
-            outs_ = [names[t.guid] for t in op.outputs]
-            args = [names[t.guid] for t in op.inputs]
             if op.op_type != "customized":
-                s(f"{outs_[0]} = {torch_expr(op, args)}")
+                s(f"{names[op.outputs[0].guid]} = {torch_expr(op, [names[t.guid] for t in op.inputs])}")
                 continue
-            info = infos[op.guid]
-            s(f"_launch_{info.name}.go(sp, ({', '.join(by_guid[info.name])}))")
+            s(f"_launch_{infos[op.guid].name}.go(sp, ({', '.join(kernel_args[op.guid])}))")
         if infos:
             s("_BUFS.refill(dev, sp, bufs)  # the next call's outputs, allocated while these kernels run")
         s("return [" + ", ".join(names[t.guid] for t in graph.outputs) + "]")

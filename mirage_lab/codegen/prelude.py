@@ -359,9 +359,6 @@ class _Launch:
         self.views = [getattr(torch, v) for v in views]
         self.go = self._first
 
-    def __call__(self, sptr, *tensors):
-        self.go(sptr, tensors)
-
     def _dispatch(self, sptr, tensors):
         arrays = [a.view(v).view(-1) for a, v in zip(tensors, self.views)]
         self.kernel[self.grid, self.block, _stream(sptr)](*[_dev(a) for a in arrays])
@@ -453,7 +450,7 @@ class _Buffers:
     def __init__(self, temps, outs):
         self.temps = temps          # [(dims, dtype) | None (a kernel without scratch)]
         self.outs = outs
-        size = sum(math.prod(d) * torch.empty((), dtype=t).element_size() for d, t in [*filter(None, temps), *outs])
+        size = sum(math.prod(d) * t.itemsize for d, t in [*filter(None, temps), *outs])
         self.keep = not SIMULATOR and size <= _PREFETCH_BYTES
         self.sets = {}              # (device index, stream) -> [intermediates, next outputs]
 
