@@ -26,10 +26,10 @@ SCHEDULES = [(16, 4, 16), (16, 4, 8), (16, 8, 4), (32, 4, 8), (32, 4, 4), (32, 8
              (64, 4, 4), (64, 4, 2), (64, 8, 2), (64, 8, 1), (64, 16, 1), (128, 4, 2), (128, 8, 1), (8, 16, 4)]
 
 
-def build(shape: tuple[int, int, int, int]) -> tuple[list, list]:
+def build(shape: tuple[int, int, int, int], schedules: list[tuple[int, int, int]] = SCHEDULES) -> tuple[list, list]:
     b, q, d, kv = shape
     cands, names = [], []
-    for s, qb, fr in SCHEDULES:
+    for s, qb, fr in schedules:
         try:
             g = gqa_flashdecoding(b, q, d, kv, kv_splits=s, q_blocks=qb, forloop_range=fr, combine_blocks=q // 2)
         except MirageLabError as e:
@@ -44,9 +44,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=240.0)
     ap.add_argument("--shape", default="2,256,64,4096")
+    ap.add_argument("--schedules", default="", help="'splits,qblocks,frange;...' (default: the list above)")
     a = ap.parse_args()
     shape = tuple(int(v) for v in a.shape.split(","))
-    cands, names = build(shape)  # type: ignore[arg-type]
+    chosen = [tuple(int(v) for v in x.split(",")) for x in a.schedules.split(";") if x] or SCHEDULES
+    cands, names = build(shape, chosen)  # type: ignore[arg-type]
     rep = autotune(gqa_program(*shape), cands, tune_seconds=a.seconds, baselines="all")
     print(f"{rep.device}; {len(rep.results)} variants, {rep.untried} untried, {rep.seconds:.0f} s")
     best: dict[int, object] = {}

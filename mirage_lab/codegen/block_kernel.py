@@ -38,6 +38,7 @@ from .loaders import LoaderEmitter
 from .plan import (AXIS_VARS, DEFAULT_OPTIONS, MAX_REG_ELEMS, CodegenOptions, KernelPlan, Loader, Stream,
                    staged_mma_fits)
 from .source import Src, add, mul
+from .index_ops import shift_pow2
 from .staged_mma import StagedMmaEmitter
 from .streams import StreamEmitter
 
@@ -90,6 +91,12 @@ class _Sync:
 
 class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, StagedMmaEmitter,
                AccumulatorEmitter):
+    # where `index_ops.shift_pow2` rewrites // and % by powers of two: "all", "outside" the loop,
+    # "none", or "auto": all of a kernel with tensor-core staged matmuls, none elsewhere. Measured
+    # on the H100 (benchmarks/codegen_ab_probe.py, RESULTS.md): GQA 2x256 19.3 -> 18.0 µs, but
+    # the RMSNorm and MLP stream kernels 18.7 -> 22.2 and 29.1 -> 31.0 (only their lane indices
+    # changed: `tid % 32` -> `tid & 31`), so the rewrite goes where it was measured to pay
+    shift_scope = "auto"
     def __init__(self, bg: "BlockGraph", name: str, options: CodegenOptions = DEFAULT_OPTIONS,
                  pad: bool = True) -> None:
         self.options = options
@@ -132,6 +139,11 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
                     cols = t.dims[-1]
                     if cols % 4 == 0 and t.numel() > cols:
                         self.pitch[self.bufname(t)] = (cols, cols + (4 - cols) % 8)
+        # 16-bit tiles read only as the B operand of tensor-core staged matmuls, kept as k-pairs
+        # (buffer name -> row pitch in words; :meth:`LoaderEmitter.pair_tiles`)
+        self.pair_pitch: dict[str, int] = self.pair_tiles() if pad else {}
+        for name in self.pair_pitch:
+            self.pitch.pop(name, None)
         # sum/mean/rms accumulators of a staged loader tile's rows, summed from the load registers
         self.fused_acc: dict[int, list["TBOp"]] = {}
         for ch in self.p.chains:
@@ -208,7 +220,8 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         """The registers of the prefetch ring (one set per unrolled iteration), as one pattern."""
         if self.depth == 1:
             return None
-        names = [f"r{ld.index}_{j}" for ld in staged for j in range(self.staged_vectors(ld)[1])]
+        names = [f"r{ld.index}_{j}{h}" for ld in staged for j in range(self.staged_vectors(ld)[1])
+                 for h in ("", "h")[:1 + (self.bufname(ld.out) in self.pair_pitch)]]
         names += [f"b{st.loader.index}_{u}" for st in streams for u, _ in self.stream_units(st, self.stream_rows(st))]
         return re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b") if names else None
 
@@ -252,7 +265,7 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         self._red_inits: list[str] = []
         # every buffer placed before any text is written: the stages write sm[...] / scr[...] directly
         pool, scratch = self.plan_buffers()
-        if scratch and self.pitch:
+        if scratch and (self.pitch or self.pair_pitch):
             raise _PaddingOverflow  # the padded tiles pushed a buffer out of shared memory
         in_loop, post = self.stage_chains()
 
@@ -354,6 +367,13 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         for act in self.pre_loop:
             act(pro2)
 
+        scope = self.shift_scope
+        if scope == "auto":
+            scope = "all" if any(op.op_type == "matmul" and op.guid not in p.stream_of
+                                 and staged_mma_fits(op, self.T, self.options) for op in bg.ops) else "none"
+        for part in (pro, pro2, tail) + ((body,) if scope == "all" else ()):
+            if scope != "none":
+                part.lines = shift_pow2("\n".join(part.lines)).split("\n")
         out = Src(0)
         args = [f"in{i}" for i in range(len(p.loaders))] + [f"out{j}" for j in range(len(bg.output_ops))] + ["scr"]
         regs = f", max_registers={self.options.max_registers}" if self.options.max_registers else ""

@@ -6,7 +6,7 @@ when it fits) and stored to shared memory as float32; part of :mod:`.block_kerne
 from __future__ import annotations
 
 from ..ir.tiling import axis_of
-from .plan import AXIS_VARS, PREFETCH_WORDS, Loader
+from .plan import AXIS_VARS, PREFETCH_WORDS, Loader, staged_mma_fits
 from .source import Src, add, dot, mul, prod, row_strides, unravel
 
 
@@ -67,9 +67,47 @@ class LoaderEmitter:
                 out += [f"bf2f({w})", f"bf2f({w} >> 16)"]
         return out
 
+    def pair_tiles(self) -> dict[str, int]:
+        """Staged 16-bit tiles kept as k-pairs: buffer name -> row pitch in 32-bit words.
+
+        A tile read only as the B operand of tensor-core staged matmuls (K and V of attention)
+        is stored as words ``(p, n)`` holding elements ``(2p, n)`` (low half) and ``(2p + 1, n)``:
+        a B-fragment register of ``mma.m16n8k16`` as it is, so it costs one 32-bit shared load
+        where the float32 tile cost two loads and a conversion, and the staging stores raw words
+        (a thread loads two rows and interleaves them with ``pkl``/``pkh``). The pitch is 8 or
+        24 mod 32 words: a warp's fragment reads (pair rows ``t``, columns ``g``) hit 32 banks.
+        """
+        out: dict[str, int] = {}
+        for ld in self.p.loaders:
+            t, tile = ld.out, ld.tile
+            if (ld.mode != "staged" or ld.invariant or ld.view != "int32" or ld.epw != 2 or len(tile) < 2
+                    or prod(tile[:-2]) != 1 or tile[-2] % 2 or tile[-1] % ld.vw or ld.vw // 2 not in (1, 2, 4)):
+                continue
+            readers = self.consumers(t)
+            if not readers or not all(
+                    c.op_type == "matmul" and c.guid not in self.p.stream_of and c.inputs[1] is t
+                    and c.inputs[0] is not t and staged_mma_fits(c, self.T, self.options) for c in readers):
+                continue
+            nv = prod(tile) // ld.vw // 2
+            if -(-nv // self.T) * ld.vw > PREFETCH_WORDS:  # two rows' words per pair of vectors
+                continue
+            pitch = tile[-1]
+            while pitch % 32 not in (8, 24):
+                pitch += 8 - pitch % 8
+            out[self.bufname(t)] = pitch
+        return out
+
+    def paired(self, ld: Loader) -> bool:
+        return self.bufname(ld.out) in self.pair_pitch
+
     def staged_vectors(self, ld: Loader) -> tuple[int, int]:
-        nv = prod(ld.tile) // ld.vw
+        """Vectors of the staged tile (pairs of vectors of rows 2p, 2p + 1 for a k-pair tile), per thread."""
+        nv = prod(ld.tile) // ld.vw // (2 if self.paired(ld) else 1)
         return nv, -(-nv // self.T)
+
+    def staged_words(self, ld: Loader) -> int:
+        """Registers a thread holds per staged vector (both rows of a k-pair tile)."""
+        return max(1, ld.vw // self.loader_unit(ld)) * (2 if self.paired(ld) else 1)
 
     def staged_word(self, ld: Loader, v: str, it: str = "it") -> str:
         unit = self.loader_unit(ld)
@@ -83,14 +121,14 @@ class LoaderEmitter:
 
     def staged_prefetchable(self, ld: Loader) -> bool:
         nv, nj = self.staged_vectors(ld)
-        return nj * max(1, ld.vw // self.loader_unit(ld)) <= PREFETCH_WORDS
+        return nj * self.staged_words(ld) <= PREFETCH_WORDS
 
     def staged_piped(self, ld: Loader) -> bool:
         """A staged tile loaded into registers an iteration (or ``depth`` iterations) ahead."""
         if self.FR <= 1 or ld.invariant or ld.mode != "staged" or not self.staged_prefetchable(ld):
             return False
         _, nj = self.staged_vectors(ld)
-        return self.depth == 1 or nj * max(1, ld.vw // self.loader_unit(ld)) * self.depth <= PREFETCH_WORDS
+        return self.depth == 1 or nj * self.staged_words(ld) * self.depth <= PREFETCH_WORDS
 
     def issue_staged(self, s: Src, ld: Loader, it: str = "it", prefix: str = "r") -> bool:
         """Emit the loads of a staged tile into registers; False if it is loaded in a loop instead."""
@@ -104,8 +142,36 @@ class LoaderEmitter:
             if (j + 1) * self.T > nv:
                 v = f"min({v}, {nv - 1})"
             s(f"vi{j} = {v}")
-            s(f"{prefix}{ld.index}_{j} = {self.load_expr(ld, self.staged_word(ld, f'vi{j}', it))}")
+            if self.paired(ld):  # rows 2p and 2p + 1 of the same columns
+                lo, hi = self.pair_words(ld, f"vi{j}", it)
+                s(f"{prefix}{ld.index}_{j} = {self.load_expr(ld, lo)}")
+                s(f"{prefix}{ld.index}_{j}h = {self.load_expr(ld, hi)}")
+            else:
+                s(f"{prefix}{ld.index}_{j} = {self.load_expr(ld, self.staged_word(ld, f'vi{j}', it))}")
         return True
+
+    def pair_words(self, ld: Loader, v: str, it: str) -> tuple[str, str]:
+        """First words of the two row vectors of pair-vector ``v`` (pair row ``v // nvr``, column ``v % nvr``)."""
+        unit = self.loader_unit(ld)
+        nvr = ld.tile[-1] // ld.vw
+        rs = row_strides(ld.dims)[-2] // unit
+        p, c = (f"{v} // {nvr}", f"{v} % {nvr}") if nvr > 1 else (v, "0")
+        lo = add(self.loader_word(ld, it), mul(p, 2 * rs), mul(c, ld.vw // unit))
+        return lo, add(lo, str(rs))
+
+    def store_pairs(self, s: Src, ld: Loader, v: str, reg: str) -> None:
+        """Interleave the two rows' words of pair-vector ``v`` into k-pair words and store them."""
+        buf = self.planned(self.bufname(ld.out))
+        pitch = self.pair_pitch[buf.name]
+        nvr = ld.tile[-1] // ld.vw
+        nw = ld.vw // 2
+        lo = [f"{reg}[{q}]" for q in range(nw)] if nw > 1 else [reg]
+        hi = [f"{reg}h[{q}]" for q in range(nw)] if nw > 1 else [f"{reg}h"]
+        words = [f"u2f({f}({a}, {b}))" for a, b in zip(lo, hi) for f in ("pkl", "pkh")]
+        base = add(mul(f"{v} // {nvr}", pitch), mul(f"{v} % {nvr}", ld.vw)) if nvr > 1 else mul(v, pitch)
+        n = 4 if len(words) % 4 == 0 else 2
+        for h in range(0, len(words), n):
+            s(f"sts{n}({buf.arg(add(base, str(h)))}, {', '.join(words[h:h + n])})")
 
     def staged_copy(self, ld: Loader, prefetched: bool) -> bool:
         """Whether the staged tile gets a float32 copy in a buffer.
@@ -124,6 +190,9 @@ class LoaderEmitter:
         self.stage(s, writes=({buf.name} if buf else set()) | {f"frag{st.frag_offset}" for st in direct})
 
         def store(s: Src, v: str, reg: str, j: int | None = None) -> None:
+            if self.paired(ld):
+                self.store_pairs(s, ld, v, reg)
+                return
             xs = self.decode(ld, reg)
             if fused and j is not None:  # sum / mean / rms of each row, straight from the registers
                 names = [f"xh{ld.index}_{j}_{q}" for q in range(len(xs))]

@@ -58,6 +58,8 @@ class StagedMmaEmitter:
         def guarded(s: Src, j: int):  # the same for the whole warp: every lane reaches the mma or none
             return s.block(f"if tid // 32 + {W * j} < {tiles}:") if (j + 1) * W > tiles else nullcontext()
 
+        pb = self.pair_pitch.get(self.bufname(b), 0)   # B kept as k-pairs (LoaderEmitter.pair_tiles)
+        b_buf = self.planned(self.bufname(b)) if pb else None
         acc = [[f"pm{g}_{j}_{r}" for r in range(4)] for j in range(rounds)]
         A_ROWS = ((f"tr{g}", 0), (f"(tr{g} + 8)", 0), (f"tr{g}", 8), (f"(tr{g} + 8)", 8))
 
@@ -131,7 +133,12 @@ class StagedMmaEmitter:
                                 for r in range(4):
                                     s(f"{av[r]} = {a_frag(r, k0)}")
                         for r, ko in enumerate((0, 8)):
-                            s(f"b{r}{g} = {pair(self.ref2(b, add(k0, str(ko)), col), self.ref2(b, add(k0, str(ko + 1)), col))}")
+                            if pb:  # k-pair words: the register as it is (pair row k0 / 2 + ko / 2)
+                                kr = add(str(kk * 8) if kk is not None else mul("kk", 8) if K > 16 else "0",
+                                         f"wt{g}", str(ko // 2))
+                                s(f"b{r}{g} = f2u({b_buf.ref(add(mul(kr, pb), col))})")
+                            else:
+                                s(f"b{r}{g} = {pair(self.ref2(b, add(k0, str(ko)), col), self.ref2(b, add(k0, str(ko + 1)), col))}")
                         s(f"{', '.join(c)} = {mma}({', '.join(av)}, b0{g}, b1{g}, {', '.join(c)})")
                 if persist:
                     continue

@@ -80,8 +80,9 @@ def test_tensor_core_staged_tiles_get_padded_rows() -> None:
     bg = gqa_flashdecoding(batch=1, q_len=32, head_dim=16, kv_len=64, kv_splits=2, q_blocks=1,
                            forloop_range=2).customized_ops[0].block_graph
     em = _Emitter(bg, "k", CodegenOptions(mma=True))
-    # Q [32,16] and K [16,16] of QK; exp(QK) [32,16] and V [16,16] of (.)V: 16 columns -> pitch 20
-    assert sorted(em.pitch.values()) == [(16, 20)] * 4
+    # Q [32,16] of QK and exp(QK) [32,16] of (.)V, the A operands: 16 columns -> pitch 20 floats
+    # (K and V, the B operands, are k-pair words instead: test_b_operands_are_kept_as_k_pairs)
+    assert sorted(em.pitch.values()) == [(16, 20)] * 2
     src, info = em.emit()
     assert "* 20 +" in src
     # Q is the same every iteration: its A fragments are packed once, before the loop
@@ -89,6 +90,54 @@ def test_tensor_core_staged_tiles_get_padded_rows() -> None:
     assert "qa" in pre and "mma_f16(qa" in loop
     # the FMA lowering keeps dense tiles
     assert _Emitter(bg, "k", CodegenOptions()).pitch == {}
+
+
+def test_b_operands_are_kept_as_k_pairs() -> None:
+    """K and V of attention on tensor cores: words of two k-rows, one 32-bit load per B register, no float32 copy."""
+    from mirage_lab.codegen import CodegenOptions
+    from mirage_lab.codegen.block_kernel import _Emitter
+
+    bg = gqa_flashdecoding(batch=1, q_len=32, head_dim=16, kv_len=64, kv_splits=2, q_blocks=1,
+                           forloop_range=2).customized_ops[0].block_graph
+    k_tile, v_tile = (op.inputs[1] for op in bg.ops if op.op_type == "matmul")
+    em = _Emitter(bg, "k", CodegenOptions(mma=True))
+    # 16 columns -> rows of 24 words (8 or 24 mod 32: a warp's reads of pair rows t, columns g hit 32 banks)
+    assert em.pair_pitch == {em.bufname(k_tile): 24, em.bufname(v_tile): 24}
+    src, _ = em.emit()
+    loop = src.split("for it in range(2):")[1]
+    # each tile: a thread's two rows of 8 halves interleaved into 8 words, stored 16 bytes at a time
+    assert loop.count("u2f(pkl(") == 8 and loop.count("u2f(pkh(") == 8
+    assert "h2f(r1_" not in loop and "h2f(r2_" not in loop                # no float32 copy of K or V
+    assert loop.count("= f2u(sm[") == 2 + 2    # QK and (.)V: one k-step each, two B registers per k-step
+    assert "pk16(f2h(sm[" in loop                                         # exp(QK), an A operand, stays float32
+    # without tensor cores, or in the dense fallback layout, nothing is paired
+    assert _Emitter(bg, "k", CodegenOptions()).pair_pitch == {}
+    assert _Emitter(bg, "k", CodegenOptions(mma=True), pad=False).pair_pitch == {}
+
+
+def test_index_arithmetic_by_powers_of_two_becomes_shifts_and_masks() -> None:
+    """Floor division and remainder by 2**k are emitted as >> and &: the same integers, no sign fix-ups.
+
+    Only in kernels with tensor-core staged matmuls, where it measured faster; the stream kernels keep // and %.
+    """
+    from mirage_lab.codegen import CodegenOptions
+    from mirage_lab.codegen.index_ops import shift_pow2
+
+    bg = gqa_flashdecoding(batch=1, q_len=32, head_dim=16, kv_len=64, kv_splits=2, q_blocks=1,
+                           forloop_range=2).customized_ops[0].block_graph
+    for opts, shifted in ((CodegenOptions(mma=True), True), (CodegenOptions(), False)):
+        code = [ln for ln in emit_block_kernel(bg, "k", opts)[0].split('"""')[2].split("\n") if "#" not in ln]
+        assert any(" // " in ln or " % " in ln for ln in code) is not shifted
+    stream = emit_block_kernel(rms_norm_linear_fused(4, 256, 256, grid=8, forloop_range=4).customized_ops[0].block_graph,
+                               "k", CodegenOptions(mma=True))[0]
+    assert "tid // 32" in stream
+    line = "    o = (e // 16) * 20 + e % 16 + (e // 3) % 5 + x // 1; y = e % 1"
+    assert shift_pow2(line) == "    o = (e >> 4) * 20 + (e & 15) + e // 3 % 5 + x; y = e & 0"
+    for e in range(-70, 70):  # Python's floor semantics are the shifts' for negative integers too
+        o, y = eval(line.split("=", 1)[1].split(";")[0], {"e": e, "x": 7}), e % 1
+        assert (o, y) == (eval(shift_pow2(line).split("=", 1)[1].split(";")[0], {"e": e, "x": 7}), e & 0)
+    assert shift_pow2('    """e // 16 in a docstring"""') == '    """e // 16 in a docstring"""'
+    assert shift_pow2("    if e % 4 < 2:") == "    if e & 3 < 2:"
 
 
 def test_padding_that_would_spill_falls_back_to_dense_tiles() -> None:
@@ -113,7 +162,7 @@ def test_warp_packs_a_once_for_its_tiles_of_one_row() -> None:
     pv = [op for op in bg.ops if op.op_type == "matmul"][1]
     src, _ = emit_block_kernel(bg, "k", CodegenOptions(mma=True))
     g = pv.guid
-    assert f"tr{g} = (((tid // 32)) * 2 + 1) // 4" in src     # consecutive tiles per warp
+    assert f"tr{g} = ((tid >> 5) * 2 + 1 >> 2) * 16" in src   # consecutive tiles per warp (// and % of 2**k: shifts)
     loop = src.split("for it in range(2):")[1]
     assert loop.count(f"a0{g} = ") == 1 and loop.count(f"b0{g} = ") == 2
 
