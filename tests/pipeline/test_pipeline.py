@@ -58,8 +58,13 @@ def test_every_candidate_gets_its_best_variant_first():
     cands = [ex.rms_norm_linear_fused(16, 1024, 1024, grid=g, forloop_range=4) for g in (16, 32, 64)]
     planned = plan_variants(cands)
     assert {v.candidate for v, _ in planned[:3]} == {0, 1, 2}
-    rest = [e.us for _, e in planned[3:]]
-    assert rest == sorted(rest)
+    # then every (candidate, FMA or tensor cores, block size) group's best, before any second of a group
+    keys = [(v.candidate, v.options.mma, v.threads) for v, _ in planned]
+    n = len(set(keys))
+    assert len(set(keys[:n])) == n
+    for part in (planned[3:n], planned[n:]):
+        assert [e.us for _, e in part] == sorted(e.us for _, e in part)
+    assert len({id(v) for v, _ in planned}) == len(planned) == sum(len(lowering_variants(c)) for c in cands)
 
 
 def test_without_a_gpu_the_cost_model_picks_and_calls_run_the_reference():
