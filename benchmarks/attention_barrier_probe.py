@@ -23,10 +23,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mirage_lab as mi  # noqa: E402
-from mirage_lab.codegen import CodegenOptions, generate_module  # noqa: E402
-from mirage_lab.pipeline import measuring_inputs, with_block_dim  # noqa: E402
-from mirage_lab.runtime.kernel import _import_file  # noqa: E402
-from mirage_lab.runtime.profile import make_copies, rotation_copies, relative_error, time_calls  # noqa: E402
+from mirage_lab.codegen import CodegenOptions  # noqa: E402
+from mirage_lab.pipeline import with_block_dim  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from codegen_ab_probe import measure, source  # noqa: E402
 
 FOUND = Path(__file__).resolve().parent / "found"
 
@@ -51,35 +52,17 @@ def double_buffer_v(src: str, v_base: int, spare: int) -> str:
 
 def main() -> int:
     g = with_block_dim(mi.load(str(FOUND / "gqa_2x256x64x4096__searched_cand0.json")), 256)
-    src = generate_module(g, options=CodegenOptions(mma=True)).source
+    # the kernel as it was generated when this was measured: float32 K/V tiles, // and % (codegen_ab_probe)
+    src = source(g, 0, CodegenOptions(mma=True))
     loop = src.index("for it in range(16):")                              # the V tile's staging store
     m = re.search(r"sts4\(sm, (\d+) \+ \(tid \* 8\) // 64 \* 68", src[loop:])
     v_base = int(m.group(1))
     variants = {"generated": src, "V double-buffered, 2 barriers / iteration": double_buffer_v(src, v_base, 0)}
-    xs = list(measuring_inputs(g, seed=0).inputs)
-    checks = [measuring_inputs(g, seed=seed) for seed in (1, 2)]
-    sets = make_copies(xs, rotation_copies(xs))
     tmp = Path(tempfile.mkdtemp())
     print(torch.cuda.get_device_name(), f"V tile at sm[{v_base}]", flush=True)
     for i, (name, text) in enumerate(variants.items()):
-        path = tmp / f"gqa_probe_{i}.py"
-        path.write_text(text)
-        mod = _import_file(path, f"gqa_probe_{i}")
-        errs = []
-        for m in checks:
-            (out,) = mod.run(list(m.inputs), True)
-            errs.append(relative_error(out, m.reference[0]))
-        dev = time_calls([lambda s=s: mod.run(s) for s in sets], repeats=300).median_us
-        graphs = []
-        for s in sets:
-            gr = torch.cuda.CUDAGraph()
-            mod.run(s)
-            torch.cuda.synchronize()
-            with torch.cuda.graph(gr):
-                mod.run(s)
-            graphs.append(gr)
-        gdev = time_calls([gr.replay for gr in graphs], repeats=300).median_us
-        print(f"| {name} | rel err {max(errs):.1e} | call {dev:.2f} µs | graph {gdev:.2f} µs |", flush=True)
+        err, dev, gdev = measure(f"gqa_probe_{i}", text, g, tmp)  # checked against float64, then timed
+        print(f"| {name} | rel err {err:.1e} | call {dev:.2f} µs | graph {gdev:.2f} µs |", flush=True)
     return 0
 
 
