@@ -35,10 +35,9 @@ from .buffers import BufferPlanner
 from .chains import ChainEmitter
 from .elementwise import ElementwiseEmitter
 from .loaders import LoaderEmitter
-from .plan import (AXIS_VARS, DEFAULT_OPTIONS, MAX_REG_ELEMS, CodegenOptions, KernelPlan, Loader, Stream,
-                   staged_mma_fits)
-from .source import Src, add, mul
 from .index_ops import shift_pow2
+from .plan import AXIS_VARS, DEFAULT_OPTIONS, MAX_REG_ELEMS, CodegenOptions, KernelPlan, Loader, Stream
+from .source import Src, add, mul
 from .staged_mma import StagedMmaEmitter
 from .streams import StreamEmitter
 
@@ -132,18 +131,16 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         # words, so a warp's B-fragment reads (k rows 2t, 2t + 1 of column g) hit 32 banks and its
         # A-fragment reads (rows g, k pair 2t) 16, where the dense layout hit 8 and 4 (ncu: the
         # attention kernel was bound by shared-memory wavefronts, L1 throughput 89 %)
+        # 16-bit tiles read only as the B operand of tensor-core staged matmuls are k-pair words
+        # instead (buffer name -> row pitch in words; :meth:`LoaderEmitter.pair_tiles`)
+        self.pair_pitch: dict[str, int] = self.pair_tiles() if pad else {}
         self.pitch: dict[str, tuple[int, int]] = {}   # buffer name -> (cols, pitch)
         for op in bg.ops if pad else ():
-            if op.op_type == "matmul" and op.guid not in self.p.stream_of and staged_mma_fits(op, self.T, options):
+            if self.is_staged_mma(op):
                 for t in op.inputs:
                     cols = t.dims[-1]
-                    if cols % 4 == 0 and t.numel() > cols:
+                    if cols % 4 == 0 and t.numel() > cols and self.bufname(t) not in self.pair_pitch:
                         self.pitch[self.bufname(t)] = (cols, cols + (4 - cols) % 8)
-        # 16-bit tiles read only as the B operand of tensor-core staged matmuls, kept as k-pairs
-        # (buffer name -> row pitch in words; :meth:`LoaderEmitter.pair_tiles`)
-        self.pair_pitch: dict[str, int] = self.pair_tiles() if pad else {}
-        for name in self.pair_pitch:
-            self.pitch.pop(name, None)
         # sum/mean/rms accumulators of a staged loader tile's rows, summed from the load registers
         self.fused_acc: dict[int, list["TBOp"]] = {}
         for ch in self.p.chains:
@@ -221,7 +218,7 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         if self.depth == 1:
             return None
         names = [f"r{ld.index}_{j}{h}" for ld in staged for j in range(self.staged_vectors(ld)[1])
-                 for h in ("", "h")[:1 + (self.bufname(ld.out) in self.pair_pitch)]]
+                 for h in ("", "h")[:1 + self.paired(ld)]]
         names += [f"b{st.loader.index}_{u}" for st in streams for u, _ in self.stream_units(st, self.stream_rows(st))]
         return re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b") if names else None
 
@@ -369,10 +366,9 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
 
         scope = self.shift_scope
         if scope == "auto":
-            scope = "all" if any(op.op_type == "matmul" and op.guid not in p.stream_of
-                                 and staged_mma_fits(op, self.T, self.options) for op in bg.ops) else "none"
-        for part in (pro, pro2, tail) + ((body,) if scope == "all" else ()):
-            if scope != "none":
+            scope = "all" if any(self.is_staged_mma(op) for op in bg.ops) else "none"
+        if scope != "none":
+            for part in (pro, pro2, tail) + ((body,) if scope == "all" else ()):
                 part.lines = shift_pow2("\n".join(part.lines)).split("\n")
         out = Src(0)
         args = [f"in{i}" for i in range(len(p.loaders))] + [f"out{j}" for j in range(len(bg.output_ops))] + ["scr"]

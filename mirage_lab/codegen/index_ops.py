@@ -11,6 +11,7 @@ arithmetic shift), so the rewrite changes no value, only the instructions.
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 
 __all__ = ["shift_pow2"]
 
@@ -29,6 +30,7 @@ class _Pow2(ast.NodeTransformer):
         return node
 
 
+@lru_cache(maxsize=1 << 16)  # the tuner generates many variants of one kernel: most lines recur
 def _rewrite(line: str) -> str:
     body = line.strip()
     indent = line[: len(line) - len(line.lstrip())]

@@ -6,7 +6,7 @@ when it fits) and stored to shared memory as float32; part of :mod:`.block_kerne
 from __future__ import annotations
 
 from ..ir.tiling import axis_of
-from .plan import AXIS_VARS, PREFETCH_WORDS, Loader, staged_mma_fits
+from .plan import AXIS_VARS, PREFETCH_WORDS, Loader
 from .source import Src, add, dot, mul, prod, row_strides, unravel
 
 
@@ -84,9 +84,8 @@ class LoaderEmitter:
                     or prod(tile[:-2]) != 1 or tile[-2] % 2 or tile[-1] % ld.vw or ld.vw // 2 not in (1, 2, 4)):
                 continue
             readers = self.consumers(t)
-            if not readers or not all(
-                    c.op_type == "matmul" and c.guid not in self.p.stream_of and c.inputs[1] is t
-                    and c.inputs[0] is not t and staged_mma_fits(c, self.T, self.options) for c in readers):
+            if not readers or not all(self.is_staged_mma(c) and c.inputs[1] is t and c.inputs[0] is not t
+                                      for c in readers):
                 continue
             nv = prod(tile) // ld.vw // 2
             if -(-nv // self.T) * ld.vw > PREFETCH_WORDS:  # two rows' words per pair of vectors
@@ -150,25 +149,29 @@ class LoaderEmitter:
                 s(f"{prefix}{ld.index}_{j} = {self.load_expr(ld, self.staged_word(ld, f'vi{j}', it))}")
         return True
 
-    def pair_words(self, ld: Loader, v: str, it: str) -> tuple[str, str]:
-        """First words of the two row vectors of pair-vector ``v`` (pair row ``v // nvr``, column ``v % nvr``)."""
-        unit = self.loader_unit(ld)
+    @staticmethod
+    def pair_vector(ld: Loader, v: str) -> tuple[str, str]:
+        """Pair row and vector column of pair-vector ``v`` (``nvr`` vectors per row)."""
         nvr = ld.tile[-1] // ld.vw
+        return (f"{v} // {nvr}", f"{v} % {nvr}") if nvr > 1 else (v, "0")
+
+    def pair_words(self, ld: Loader, v: str, it: str) -> tuple[str, str]:
+        """First words of the two row vectors (rows 2p, 2p + 1) of pair-vector ``v``."""
+        unit = self.loader_unit(ld)
         rs = row_strides(ld.dims)[-2] // unit
-        p, c = (f"{v} // {nvr}", f"{v} % {nvr}") if nvr > 1 else (v, "0")
+        p, c = self.pair_vector(ld, v)
         lo = add(self.loader_word(ld, it), mul(p, 2 * rs), mul(c, ld.vw // unit))
         return lo, add(lo, str(rs))
 
     def store_pairs(self, s: Src, ld: Loader, v: str, reg: str) -> None:
         """Interleave the two rows' words of pair-vector ``v`` into k-pair words and store them."""
         buf = self.planned(self.bufname(ld.out))
-        pitch = self.pair_pitch[buf.name]
-        nvr = ld.tile[-1] // ld.vw
         nw = ld.vw // 2
         lo = [f"{reg}[{q}]" for q in range(nw)] if nw > 1 else [reg]
         hi = [f"{reg}h[{q}]" for q in range(nw)] if nw > 1 else [f"{reg}h"]
         words = [f"u2f({f}({a}, {b}))" for a, b in zip(lo, hi) for f in ("pkl", "pkh")]
-        base = add(mul(f"{v} // {nvr}", pitch), mul(f"{v} % {nvr}", ld.vw)) if nvr > 1 else mul(v, pitch)
+        p, c = self.pair_vector(ld, v)
+        base = add(mul(p, self.pair_pitch[buf.name]), mul(c, ld.vw))
         n = 4 if len(words) % 4 == 0 else 2
         for h in range(0, len(words), n):
             s(f"sts{n}({buf.arg(add(base, str(h)))}, {', '.join(words[h:h + n])})")

@@ -22,6 +22,10 @@ class StagedMmaEmitter:
     def staged_mma_fits(self, op: "TBOp") -> bool:
         return staged_mma_fits(op, self.T, self.options)
 
+    def is_staged_mma(self, op: "TBOp") -> bool:
+        """``op`` is a matmul of two staged tiles on tensor cores (not a stream)."""
+        return op.op_type == "matmul" and op.guid not in self.p.stream_of and self.staged_mma_fits(op)
+
     def mma_rounds(self, op: "TBOp") -> int:
         """16x8 output tiles each warp takes."""
         a, b = op.inputs
