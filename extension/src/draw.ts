@@ -40,6 +40,13 @@ export const SVG_CSS = `
 .mlg-svg .mlg-contains > rect.mlg-box { stroke: #e4572e; stroke-width: 2; stroke-dasharray: 2 2; }
 .mlg-svg .mlg-selected > rect.mlg-box { stroke: #0b61d8; stroke-width: 3; }
 .mlg-svg .mlg-nometric > rect.mlg-box { fill: #eeeeee; }
+.mlg-svg .mlg-node:focus { outline: none; }
+.mlg-svg .mlg-node:focus-visible > rect.mlg-box { stroke: #0b61d8; stroke-width: 3; stroke-dasharray: none; }
+.mlg-svg .mlg-neighbour > rect.mlg-box { stroke: #0b61d8; stroke-width: 2; stroke-dasharray: 4 2; }
+.mlg-svg .mlg-edge-hit { fill: none; stroke: transparent; stroke-width: 10; cursor: pointer; }
+.mlg-svg .mlg-edge-hot .mlg-edge { stroke: #0b61d8; stroke-width: 2.2; }
+.mlg-svg .mlg-edge-selected .mlg-edge { stroke: #e4572e; stroke-width: 2.6; }
+.mlg-svg .mlg-edge-label { cursor: pointer; }
 `;
 
 export interface DrawStyle {
@@ -125,7 +132,10 @@ export function drawSvg(doc: Document, layout: Layout, style: DrawStyle): SVGSVG
     if (dimmed) {
       g.classList.add('mlg-dim');
     }
-    el(doc, 'path', { class: 'mlg-edge', d: pathData(e.points), 'marker-end': `url(#mlg-arrow-${style.uid})` }, g);
+    const d = pathData(e.points);
+    el(doc, 'path', { class: 'mlg-edge', d, 'marker-end': `url(#mlg-arrow-${style.uid})` }, g);
+    // A wide invisible stroke over the thin line: edges are clickable (their tensor in the panel).
+    el(doc, 'path', { class: 'mlg-edge-hit', d }, g);
     if (e.label) {
       const lg = el(doc, 'g', { class: 'mlg-edge-label' }, g);
       el(doc, 'rect', { x: e.label.x, y: e.label.y, width: e.label.width, height: e.label.height }, lg);
@@ -137,7 +147,11 @@ export function drawSvg(doc: Document, layout: Layout, style: DrawStyle): SVGSVG
     const g = el(doc, 'g', {
       class: `mlg-node mlg-kind-${n.node.kind}`,
       'data-id': n.id,
-      transform: `translate(${n.x},${n.y})`
+      transform: `translate(${n.x},${n.y})`,
+      // Focusable, so the graph can be walked with Tab and the arrow keys.
+      tabindex: 0,
+      role: 'button',
+      'aria-label': `${n.node.lines.filter(Boolean).join(', ')}${n.node.container ? (n.expanded ? ' (expanded)' : ' (collapsed; Enter expands)') : ''}`
     }, n.expanded ? frames : leaves);
     const hl = style.highlight.get(n.id) ?? 'none';
     if (n.expanded) {
@@ -196,15 +210,20 @@ export function drawSvg(doc: Document, layout: Layout, style: DrawStyle): SVGSVG
   return svg;
 }
 
-/** A standalone SVG document of `svg` (the current view), for download. */
-export function serializeSvg(svg: SVGSVGElement): string {
+/**
+ * A standalone SVG document of `svg` (what is expanded, highlighted and coloured), for
+ * download. Pan and zoom only move the on-screen viewBox: the export is always the whole
+ * graph at its natural size (`width`×`height` layout units).
+ */
+export function serializeSvg(svg: SVGSVGElement, width: number, height: number): string {
   const clone = svg.cloneNode(true) as SVGSVGElement;
   clone.setAttribute('xmlns', SVG_NS);
-  // Zoom only changes the on-screen size; export at the natural size of the viewBox.
-  const vb = (clone.getAttribute('viewBox') ?? '').split(/\s+/).map(Number);
-  if (vb.length === 4 && vb.every(Number.isFinite)) {
-    clone.setAttribute('width', String(vb[2]));
-    clone.setAttribute('height', String(vb[3]));
-  }
+  const w = Math.ceil(width);
+  const h = Math.ceil(height);
+  clone.setAttribute('viewBox', `0 0 ${w} ${h}`);
+  clone.setAttribute('width', String(w));
+  clone.setAttribute('height', String(h));
+  clone.removeAttribute('style');
+  clone.querySelectorAll('[tabindex]').forEach(e => e.removeAttribute('tabindex'));
   return `<?xml version="1.0" encoding="UTF-8"?>\n${new XMLSerializer().serializeToString(clone)}\n`;
 }

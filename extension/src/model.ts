@@ -498,6 +498,18 @@ export function isVisible(id: string, expanded: ReadonlySet<string>): boolean {
   return representative(id, expanded) === id;
 }
 
+/**
+ * The containers open at `level`: none for `kernel`, the customized ops for `block`,
+ * every container (so fused chains show their thread ops too) for `thread` and `all`.
+ */
+export function expandedForLevel(model: GraphModel, level: 'kernel' | 'block' | 'thread' | 'all'): Set<string> {
+  if (level === 'kernel') {
+    return new Set();
+  }
+  const ids = containerIds(model);
+  return new Set(level === 'block' ? ids.filter(id => !id.includes('/')) : ids);
+}
+
 export function containerIds(model: GraphModel): string[] {
   return [...model.nodes.values()].filter(n => n.container).map(n => n.id);
 }

@@ -52,11 +52,27 @@ export interface KernelGraphJSON {
 /** Per kernel op ("op<id>") metric name → value; only numbers are used for colour. */
 export type Metrics = Record<string, Record<string, unknown>>;
 
+/** How far the inspector opens the graph when it is first drawn. */
+export type ExpandLevel = 'kernel' | 'block' | 'thread' | 'all';
+export const EXPAND_LEVELS: readonly ExpandLevel[] = ['kernel', 'block', 'thread', 'all'];
+
+/**
+ * Viewer-only hints (optional; `mi.inspect` writes them): the metric to colour by, how far
+ * to open the graph, a title, and graph-level numbers (e.g. the measured latency).
+ */
+export interface ViewJSON {
+  metric?: string;
+  expand?: ExpandLevel;
+  title?: string;
+  summary?: Record<string, number | string>;
+}
+
 export interface MuGraphJSON {
   format: string;
   version: number;
   kernel_graph: KernelGraphJSON;
   metrics?: Metrics;
+  view?: ViewJSON;
 }
 
 export class MuGraphError extends Error {
@@ -278,5 +294,93 @@ export function parseMuGraph(data: unknown): MuGraphJSON {
     }
     out.metrics = metrics;
   }
+  if (d.view !== undefined && d.view !== null) {
+    out.view = parseView(d.view, 'view');
+  }
   return out;
+}
+
+/** Checks the optional viewer hints; a bad hint is an error like any other bad field. */
+export function parseView(v: unknown, path: string): ViewJSON {
+  if (!isObject(v)) {
+    fail(path, `expected {metric, expand, title, summary}, got ${describe(v)}`);
+  }
+  const out: ViewJSON = {};
+  for (const key of ['metric', 'title'] as const) {
+    if (v[key] !== undefined) {
+      if (typeof v[key] !== 'string') {
+        fail(`${path}.${key}`, `expected a string, got ${describe(v[key])}`);
+      }
+      out[key] = v[key] as string;
+    }
+  }
+  if (v.expand !== undefined) {
+    if (!EXPAND_LEVELS.includes(v.expand as ExpandLevel)) {
+      fail(`${path}.expand`, `expected one of ${EXPAND_LEVELS.join(', ')}, got ${describe(v.expand)}`);
+    }
+    out.expand = v.expand as ExpandLevel;
+  }
+  if (v.summary !== undefined) {
+    if (!isObject(v.summary)) {
+      fail(`${path}.summary`, `expected {name: number or text}, got ${describe(v.summary)}`);
+    }
+    const summary: Record<string, number | string> = {};
+    for (const [k, x] of Object.entries(v.summary)) {
+      if (typeof x !== 'string' && !(typeof x === 'number' && Number.isFinite(x))) {
+        fail(`${path}.summary.${k}`, `expected a number or text, got ${describe(x)}`);
+      }
+      summary[k] = x as number | string;
+    }
+    out.summary = summary;
+  }
+  return out;
+}
+
+export const COMPARE_MIME_TYPE = 'application/vnd.mirage-lab.mugraph-compare+json';
+export const COMPARE_FORMAT = 'mirage_lab.mugraph-compare';
+
+export interface CompareJSON {
+  format: string;
+  version: number;
+  candidates: { label: string; graph: MuGraphJSON }[];
+}
+
+/** The compare bundle: two or more labelled μGraphs (each with its metrics and summary). */
+export function parseCompare(data: unknown): CompareJSON {
+  let d = data;
+  if (typeof d === 'string') {
+    try {
+      d = JSON.parse(d);
+    } catch (e) {
+      throw new MuGraphError(`not valid JSON (${(e as Error).message})`);
+    }
+  }
+  if (!isObject(d)) {
+    fail('comparison', `expected a JSON object, got ${describe(d)}`);
+  }
+  if (d.format !== COMPARE_FORMAT) {
+    fail('format', `expected "${COMPARE_FORMAT}", got ${describe(d.format)}`);
+  }
+  const version = int(d.version, 'version');
+  if (version > MAX_VERSION) {
+    fail('version', `this viewer reads versions up to ${MAX_VERSION}, the data is version ${version}; update mirage-lab`);
+  }
+  if (!Array.isArray(d.candidates) || d.candidates.length < 2) {
+    fail('candidates', `expected a list of at least two candidates, got ${describe(d.candidates)}`);
+  }
+  const candidates = d.candidates.map((c, i) => {
+    const p = `candidates[${i}]`;
+    if (!isObject(c)) {
+      fail(p, `expected {label, graph}, got ${describe(c)}`);
+    }
+    if (typeof c.label !== 'string') {
+      fail(`${p}.label`, `expected a string, got ${describe(c.label)}`);
+    }
+    try {
+      return { label: c.label, graph: parseMuGraph(c.graph) };
+    } catch (e) {
+      throw new MuGraphError(`${p}.graph.${(e as Error).message}`);
+    }
+  });
+  return { format: COMPARE_FORMAT, version, candidates };
 }
