@@ -11,7 +11,7 @@ from .interp import run_reference
 from .ir import (BlockGraph, DTensor, DType, KernelGraph, STensor, ThreadGraph, bfloat16, float16, float32,
                  new_kernel_graph, new_threadblock_graph)
 from .ir.serialize import MIME_TYPE, from_json, load, save
-from .viz import draw
+from .viz import compare, draw, inspect
 from . import expr, verify  # noqa: E402  (subpackages: mi.verify.equivalent, mi.expr.abstract)
 from . import runtime  # noqa: E402  (mi.runtime.compile, mi.runtime.export; numba loads only with a kernel)
 from . import lab  # noqa: E402  (mi.lab.explore: the search widget; ipywidgets load on first use)
@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "MirageLabError", "GraphBuildError", "SerializationError", "ReferenceRunError", "GraphvizMissingError",
     "new_kernel_graph", "new_threadblock_graph", "KernelGraph", "BlockGraph", "ThreadGraph", "DTensor", "STensor",
-    "DType", "float16", "bfloat16", "float32", "run_reference", "from_json", "load", "save", "draw", "MIME_TYPE",
+    "DType", "float16", "bfloat16", "float32", "run_reference", "from_json", "load", "save", "draw", "inspect",
+    "compare", "MIME_TYPE",
     "superoptimize", "OptimizedGraph", "pipeline", "search", "verify", "expr", "runtime", "lab",
 ]

@@ -79,6 +79,15 @@ class OptimizedGraph:
         device = getattr(self.report, "device", None) if self.latency_us is not None else None
         return export(self.graph, path, latency_us=self.latency_us, device=device, options=self.options)
 
+    def inspect(self, metrics: Any = None, **kwargs: Any) -> Any:
+        """The inspector of the chosen μGraph, coloured by the tuner's measurements (and ``metrics``).
+
+        See :func:`mirage_lab.viz.inspector.inspect`; ``kwargs``: ``color_by``, ``expand``, ``title``.
+        """
+        from ..viz.inspector import inspect
+
+        return inspect(self, metrics, **kwargs)
+
     # ------------------------------------------------------------------ the μGraph's face
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("graph", "options", "program", "report", "search_result", "_kernel"):

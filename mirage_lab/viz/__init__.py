@@ -51,7 +51,28 @@ def dot_available() -> bool:
     return shutil.which("dot") is not None
 
 
-__all__ = ["draw", "render_svg", "dot_available", "LEVELS"]
+def inspect(graph: Any, metrics: Any = None, **kwargs: Any) -> Any:
+    """The interactive inspector of ``graph`` (JupyterLab), coloured by ``metrics``; see
+    :func:`mirage_lab.viz.inspector.inspect`.
+
+    >>> import mirage_lab as mi
+    >>> from mirage_lab.examples import gqa_flashdecoding
+    >>> mi.inspect(gqa_flashdecoding(), metrics={"op3": {"latency_us": 31.5}})
+    Inspection(5 kernel ops, coloured by latency_us)
+    """
+    from .inspector import inspect as _inspect
+
+    return _inspect(graph, metrics, **kwargs)
+
+
+def compare(*graphs: Any, **kwargs: Any) -> Any:
+    """Two candidates side by side with their numbers; see :func:`mirage_lab.viz.inspector.compare`."""
+    from .inspector import compare as _compare
+
+    return _compare(*graphs, **kwargs)
+
+
+__all__ = ["draw", "render_svg", "dot_available", "inspect", "compare", "LEVELS"]
 
 
 def _install_display() -> None:

@@ -7,12 +7,18 @@
     ('codegen', True, True)
     >>> "<svg" in drawing_html(g, "block")
     True
+    >>> pane = InspectorPane()
+    >>> pane.show(g, "block")
+    >>> pane.outputs[0]["data"]["application/vnd.mirage-lab.mugraph+json"]["view"]["expand"]
+    'block'
 """
 from __future__ import annotations
 
 import html
 import re
 from typing import Any
+
+import ipywidgets as W
 
 from ..ir.kernel_graph import KernelGraph
 
@@ -89,6 +95,44 @@ def drawing_pane_html(svg: str | None, reason: str, graph: KernelGraph) -> str:
 def drawing_html(graph: KernelGraph, level: str) -> str:
     """:func:`drawing_pane_html` of ``graph`` drawn at ``level``."""
     return drawing_pane_html(*drawing_svg(graph, level), graph)
+
+
+def inspection_output(graph: KernelGraph, level: str, *, svg: str | None = None,
+                      metrics: dict[str, Any] | None = None,
+                      summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One notebook output (``display_data``) holding the inspector of ``graph`` opened to ``level``.
+
+    JupyterLab shows the inspector (the mirage_lab extension); other front ends the SVG drawing
+    (``svg``, when the caller has it already: the explorer caches one per candidate and level)
+    or the printed graph.
+    """
+    from ..ir.serialize import MIME_TYPE
+    from ..viz.inspector import graph_data
+
+    data: dict[str, Any] = {MIME_TYPE: graph_data(graph, metrics, expand=level, summary=summary)}
+    if svg is not None:
+        data["image/svg+xml"] = svg
+    data["text/plain"] = repr(graph)
+    return {"output_type": "display_data", "data": data, "metadata": {}}
+
+
+class InspectorPane(W.Output):
+    """The detail pane's drawing: the μGraph inspector (zoom, pan, search, expand, export) of a candidate.
+
+    :meth:`show` replaces what it shows by setting ``outputs`` (a trait), so it is safe from the
+    search's background repaints, where printing into an Output widget is not; the widget's
+    saved state keeps the last graph.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_class("mlab-drawing-pane")
+        self.layout.min_height = "320px"
+
+    def show(self, graph: KernelGraph, level: str, svg: str | None = None, *,
+             metrics: dict[str, Any] | None = None, summary: dict[str, Any] | None = None) -> None:
+        """Show ``graph`` opened to ``level`` (kernel, block, thread or all); see :func:`inspection_output`."""
+        self.outputs = (inspection_output(graph, level, svg=svg, metrics=metrics, summary=summary),)
 
 
 def verification_html(result: Any | None, *, running: bool = False, error: str | None = None) -> str:
