@@ -8,7 +8,7 @@ the methods call through.
 
     >>> import mirage_lab  # installs the pipeline's and viz's functions
     >>> sorted(k for k, v in _HOOKS.items() if v is not None)
-    ['call', 'mimebundle', 'search', 'superoptimize', 'svg']
+    ['call', 'inspect', 'mimebundle', 'search', 'superoptimize', 'svg']
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from typing import Any, Callable
 from ..errors import MirageLabError
 
 _HOOKS: dict[str, Callable[..., Any] | None] = {"call": None, "search": None, "superoptimize": None,
-                                                "mimebundle": None, "svg": None}
+                                                "mimebundle": None, "svg": None, "inspect": None}
 _PROVIDER = {"call": "mirage_lab.pipeline", "search": "mirage_lab.pipeline", "superoptimize": "mirage_lab.pipeline",
-             "mimebundle": "mirage_lab.viz", "svg": "mirage_lab.viz"}
+             "mimebundle": "mirage_lab.viz", "svg": "mirage_lab.viz", "inspect": "mirage_lab.viz"}
 
 
 def install(**fns: Callable[..., Any]) -> None:

@@ -84,9 +84,9 @@ class OptimizedGraph:
 
         See :func:`mirage_lab.viz.inspector.inspect`; ``kwargs``: ``color_by``, ``expand``, ``title``.
         """
-        from ..viz.inspector import inspect
+        from ..ir.hooks import get  # viz sits above the pipeline: reached through the IR's hooks
 
-        return inspect(self, metrics, **kwargs)
+        return get("inspect")(self, metrics, **kwargs)
 
     # ------------------------------------------------------------------ the μGraph's face
     def __getattr__(self, name: str) -> Any:

@@ -80,7 +80,7 @@ def _install_display() -> None:
     from ..ir import hooks
     from .mime import mimebundle, svg_or_none
 
-    hooks.install(mimebundle=mimebundle, svg=svg_or_none)
+    hooks.install(mimebundle=mimebundle, svg=svg_or_none, inspect=inspect)
 
 
 _install_display()
