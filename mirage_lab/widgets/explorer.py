@@ -149,8 +149,7 @@ class SearchExplorer(W.VBox):
         self.level_buttons = W.ToggleButtons(options=list(LEVELS), value=self.level, description="level",
                                              style={"button_width": "70px"})
         self.level_buttons.observe(lambda ch: self.set_level(ch["new"]), names="value")
-        self.drawing = W.HTML()
-        self.drawing.add_class("mlab-drawing-pane")
+        self.drawing = detail.InspectorPane()
         self.code_view = W.HTML()
         self.text_view = W.HTML()
         self.tabs = W.Tab(children=[self.drawing, self.code_view, self.text_view])
@@ -375,7 +374,7 @@ class SearchExplorer(W.VBox):
             self._svg_cache[key] = detail.drawing_svg(graph, self.level)
         svg, reason = self._svg_cache[key]
         self.detail_svg = svg
-        self.drawing.value = detail.drawing_pane_html(svg, reason, graph)
+        self.drawing.show(graph, self.level, svg)
 
     def _paint_verification(self, index: int) -> None:
         v = self.session.verification[index]

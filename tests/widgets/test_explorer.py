@@ -72,7 +72,7 @@ def test_live_progress_candidates_selection_and_stop():
         assert "KiB" in rows[0] and "—" in rows[0]     # est. bytes; no latency without a GPU
         assert _until(lambda: w.selected == 0, 5)
         assert w.detail_svg.lstrip().startswith("<?xml") and "<svg" in w.detail_svg
-        assert "<svg" in w.drawing.value and "mlab-drawing" in w.drawing.value
+        assert w.drawing.outputs[0]["data"]["image/svg+xml"] == w.detail_svg   # the inspector, SVG as fallback
         assert w.detail_code_origin == "codegen" and "@cuda.jit" in w.detail_code and "def run(" in w.detail_code
         assert "kernel_0" in w.code_view.value
         assert "candidate #0" in w.detail_title.value
