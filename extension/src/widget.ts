@@ -133,7 +133,9 @@ export class InspectorView {
   private matchIndex = -1;
   private metric = '';
   private view: View = { x: 0, y: 0, zoom: 1 };
-  private userZoomed = false;
+  /** Zoomed or panned by the user: re-layouts and resizes keep their view instead of re-fitting. */
+  private userMoved = false;
+  private readableFit = false;
   private userSized = false;
   private setHeight = 0;
   private fitted = false;
@@ -310,7 +312,13 @@ export class InspectorView {
           this.userSized = true; // dragged the resize handle: auto height leaves it alone from now on
           this.setHeight = hgt;
         }
-        this.applyView();
+        // Attached after the first render, full screen, a resized window: fit again unless the user moved.
+        if (!this.userMoved && this.graphLayout) {
+          this.autoHeight();
+          this.fitAll(this.readableFit);
+        } else {
+          this.applyView();
+        }
       });
       this.resizeObserver.observe(this.body);
     }
@@ -330,15 +338,16 @@ export class InspectorView {
         void this.relayout({ refit: true });
         break;
       case 'zoom-in':
-        this.userZoomed = true;
+        this.userMoved = true;
         this.setView(zoomAt(this.view, 1.25, cw / 2, ch / 2));
         break;
       case 'zoom-out':
-        this.userZoomed = true;
+        this.userMoved = true;
         this.setView(zoomAt(this.view, 1 / 1.25, cw / 2, ch / 2));
         break;
       case 'zoom-fit':
-        this.userZoomed = false;
+        this.userMoved = false;
+        this.readableFit = false;
         this.fitAll();
         break;
       case 'match-next':
@@ -385,7 +394,7 @@ export class InspectorView {
       return;
     }
     ev.preventDefault();
-    this.userZoomed = true;
+    this.userMoved = true;
     const r = this.canvas.getBoundingClientRect();
     this.setView(zoomAt(this.view, wheelFactor(ev.deltaY, ev.deltaMode), ev.clientX - r.left, ev.clientY - r.top));
   }
@@ -415,6 +424,7 @@ export class InspectorView {
     }
     d.x = ev.clientX;
     d.y = ev.clientY;
+    this.userMoved = true;
     this.setView(panBy(this.view, dx, dy));
   }
 
@@ -484,6 +494,7 @@ export class InspectorView {
     const r = this.minimap.getBoundingClientRect();
     const gx = ((ev.clientX - r.left) / r.width) * layout.width;
     const gy = ((ev.clientY - r.top) / r.height) * layout.height;
+    this.userMoved = true;
     this.setView(centerOn(this.view, gx, gy, this.canvas.clientWidth, this.canvas.clientHeight));
   }
 
@@ -579,8 +590,9 @@ export class InspectorView {
       const first = !this.fitted;
       this.fitted = true;
       this.autoHeight();
-      if (first || opts.refit || !this.userZoomed) {
-        this.fitAll(!opts.refit && !first);
+      if (first || opts.refit || !this.userMoved) {
+        this.readableFit = !opts.refit && !first;
+        this.fitAll(this.readableFit);
       }
       const focus = opts.focus ?? this.selected;
       if (focus && !first) {
@@ -683,18 +695,14 @@ export class InspectorView {
 
   private setFull(on: boolean): void {
     const doc = this.root.ownerDocument;
+    this.userMoved = false; // the resize observer fits the graph to the new size
+    this.readableFit = false;
     this.root.classList.toggle('mlg-full', on);
     if (on) {
       this.root.requestFullscreen?.().catch(() => undefined); // the CSS overlay stands in where it is refused
     } else if (doc.fullscreenElement === this.root) {
       void doc.exitFullscreen().catch(() => undefined);
     }
-    requestAnimationFrame(() => {
-      if (!on) {
-        this.autoHeight();
-      }
-      this.fitAll();
-    });
   }
 
   // ------------------------------------------------------------------ drawing
@@ -852,13 +860,16 @@ export class InspectorView {
     if (!text || !layout) {
       return;
     }
-    const scale = Math.min(PNG_SCALE, PNG_MAX_SIDE / Math.max(layout.width, layout.height, 1));
+    // The exported SVG's size (whole layout units), times the scale.
+    const w = Math.ceil(layout.width);
+    const hgt = Math.ceil(layout.height);
+    const scale = Math.min(PNG_SCALE, PNG_MAX_SIDE / Math.max(w, hgt, 1));
     const img = new Image();
     img.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(text)}`;
     await img.decode();
     const c = document.createElement('canvas');
-    c.width = Math.ceil(layout.width * scale);
-    c.height = Math.ceil(layout.height * scale);
+    c.width = Math.round(w * scale);
+    c.height = Math.round(hgt * scale);
     const ctx = c.getContext('2d');
     if (!ctx) {
       return;

@@ -96,7 +96,7 @@ def test_notebook_runs_and_the_widget_shows_a_selected_candidate(page):
     # select_best() in the notebook selected a candidate; its drawing and code are shown.
     title = ex.locator(".mlab-detail").first.text_content()
     assert "candidate #" in title and "grid" in title
-    drawing = ex.locator(".mlab-drawing-pane svg.mlab-drawing")
+    drawing = ex.locator(".mlab-drawing-pane svg.mlg-svg")
     drawing.wait_for(state="visible", timeout=30_000)
     assert drawing.bounding_box()["width"] > 100
     assert "equivalent" in ex.locator(".mlab-detail").first.text_content()
@@ -118,14 +118,14 @@ def test_clicking_a_row_the_level_switch_and_export(page, lab):
     page.wait_for_function("([el, idx]) => el.textContent.includes('candidate #' + idx + ' ')",
                            arg=[detail.element_handle(), pick[0]], timeout=20_000)
     assert detail.text_content() != before
-    svg = ex.locator(".mlab-drawing-pane svg.mlab-drawing")
+    svg = ex.locator(".mlab-drawing-pane svg.mlg-svg")
     svg.wait_for(state="visible")
     block_svg = svg.inner_html()
     assert "accum" in block_svg
     pane = ex.locator(".mlab-drawing-pane").element_handle()  # persists; its content is replaced
     ex.locator(".mlab-detail .widget-toggle-button", has_text="kernel").click()
     page.wait_for_function("(el) => !el.innerHTML.includes('accum')", arg=pane, timeout=20_000)
-    assert "customized" in ex.locator(".mlab-drawing-pane svg.mlab-drawing").inner_html()
+    assert "customized" in ex.locator(".mlab-drawing-pane svg.mlg-svg").inner_html()
     ex.locator(".mlab-detail .widget-toggle-button", has_text="block").click()
     page.wait_for_function("(el) => el.innerHTML.includes('accum')", arg=pane, timeout=20_000)
     page.locator(".mlab-detail").first.locator("text=✓ equivalent").wait_for(timeout=60_000)
