@@ -179,7 +179,14 @@ export class InspectorView {
   dispose(): void {
     this.resizeObserver?.disconnect();
     this.resizeObserver = null;
+    this.root.ownerDocument.removeEventListener('fullscreenchange', this.onFullscreenChange);
   }
+
+  private readonly onFullscreenChange = (): void => {
+    if (!this.root.ownerDocument.fullscreenElement && this.root.classList.contains('mlg-full')) {
+      this.setFull(false); // left full screen with Escape
+    }
+  };
 
   /** Colour by `metric` ('' for node kinds); no callback, so views kept in step do not loop. */
   setMetric(metric: string): void {
@@ -288,6 +295,7 @@ export class InspectorView {
       const id = (ev.target as Element).closest?.('[data-id]')?.getAttribute('data-id');
       if (id && id !== this.selected) {
         this.select(id);
+        this.reveal(id);
       }
     });
     this.minimap.addEventListener('pointerdown', ev => {
@@ -300,10 +308,12 @@ export class InspectorView {
         this.onMinimap(ev);
       }
     });
-    this.root.ownerDocument.addEventListener('fullscreenchange', () => {
-      if (!this.root.ownerDocument.fullscreenElement && this.root.classList.contains('mlg-full')) {
-        this.setFull(false);
-      }
+    this.root.ownerDocument.addEventListener('fullscreenchange', this.onFullscreenChange);
+    // Focus (a click, Tab) scrolls even an overflow-hidden box to show the focused node; the view
+    // is the viewBox alone, so undo that scroll and pan to the node instead.
+    this.canvas.addEventListener('scroll', () => {
+      this.canvas.scrollTop = 0;
+      this.canvas.scrollLeft = 0;
     });
     if (typeof ResizeObserver !== 'undefined') {
       this.resizeObserver = new ResizeObserver(() => {

@@ -329,7 +329,10 @@ def test_keyboard_walks_the_graph_highlights_neighbours_and_enter_expands_with_a
     _node(insp, "k2/b0").wait_for(state="detached")
     assert insp.locator("[data-id][tabindex='0']").count() == 4   # every node is focusable
     _node(insp, "k0").focus()
-    assert "input" in _panel_text(insp)  # focus selects
+    assert "input 0" in _panel_text(insp)  # focus selects
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.getAttribute('data-id')") == "k1"
+    assert "input 1" in _panel_text(insp)
     page.keyboard.press("ArrowDown")
     assert insp.locator(".mlg-selected").get_attribute("data-id") == "k2"
     assert page.evaluate("document.activeElement.getAttribute('data-id')") == "k2"
