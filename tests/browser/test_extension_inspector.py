@@ -215,7 +215,6 @@ def test_metric_colouring_and_legend(page):
     gqa.screenshot(path=str(ARTIFACTS / "gqa_latency.png"))
     if os.environ.get("MIRAGE_LAB_UPDATE_DOC_IMAGES") == "1":  # a test run leaves the tracked docs alone
         shutil.copyfile(ARTIFACTS / "gqa_latency.png", DOC_SHOT)
-        shutil.copyfile(ARTIFACTS / "gqa_latency.png", DOC_IMG / "inspector_gqa_latency.png")
 
 
 def test_export_svg_downloads_the_current_view(page):
