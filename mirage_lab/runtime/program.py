@@ -72,6 +72,18 @@ def check_program_inputs(program: KernelGraph, inputs: Any, *, who: str = "this 
     return out
 
 
+class CapturedCall:
+    """A CUDA graph of one call and its output buffers (overwritten by each replay)."""
+
+    def __init__(self, graph: Any, outputs: list[torch.Tensor]) -> None:
+        self.graph = graph
+        self.outputs = outputs
+
+    def replay(self) -> list[torch.Tensor]:
+        self.graph.replay()
+        return list(self.outputs)
+
+
 class ProgramFunction:
     """The program run with torch ops: ``compiled=True`` under ``torch.compile``, else eagerly.
 
@@ -86,7 +98,7 @@ class ProgramFunction:
         self.program = program
         self.lowering = "torch.compile" if compiled else "torch"
         self.fn = compile_program_fn(program, mode=mode) if compiled else to_torch_fn(program)
-        self._graphs: dict[tuple, tuple[Callable[[], Any], list[torch.Tensor]]] = {}
+        self._graphs: dict[tuple, CapturedCall] = {}
 
     def check_inputs(self, inputs: Any) -> list[torch.Tensor]:
         return check_program_inputs(self.program, inputs)
@@ -97,14 +109,13 @@ class ProgramFunction:
         xs = self.check_inputs(inputs)
         if graph and xs[0].is_cuda:
             key = tuple(x.data_ptr() for x in xs)
-            entry = self._graphs.get(key)
-            if entry is None:
-                entry = self._graphs[key] = self._capture(xs)
-            entry[0]()
-            return list(entry[1])
+            c = self._graphs.get(key)
+            if c is None:
+                c = self._graphs[key] = self._capture(xs)
+            return c.replay()
         return list(self.fn(*xs))
 
-    def _capture(self, xs: list[torch.Tensor]) -> tuple[Callable[[], Any], list[torch.Tensor]]:
+    def _capture(self, xs: list[torch.Tensor]) -> "CapturedCall":
         from .profile import _capture
 
         outs: list[torch.Tensor] = []
@@ -113,14 +124,14 @@ class ProgramFunction:
             outs[:] = self.fn(*xs)
 
         g = _capture(call)  # the last call inside the capture leaves the graph's output buffers in outs
-        return g.replay, outs
+        return CapturedCall(g, outs)
 
-    def capture(self, inputs: Sequence[torch.Tensor]) -> Callable[[], Any]:
-        """One call on these exact tensors captured in a CUDA graph; returns its replay (the tuner's timing)."""
-        return self._capture(self.check_inputs(inputs))[0]
+    def capture(self, inputs: Sequence[torch.Tensor]) -> "CapturedCall":
+        """One call on these exact tensors captured in a CUDA graph (the tuner's timing); ``.replay()`` runs it."""
+        return self._capture(self.check_inputs(inputs))
 
     def __repr__(self) -> str:
         return f"ProgramFunction({self.lowering}, {len(self.program.inputs)} inputs)"
 
 
-__all__ = ["ProgramFunction", "compile_program_fn", "check_program_inputs"]
+__all__ = ["ProgramFunction", "CapturedCall", "compile_program_fn", "check_program_inputs"]
