@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..codegen import DEFAULT_OPTIONS, CodegenOptions
-from ..errors import KernelInputError
 from ..ir.kernel_graph import KernelGraph
 
 from .contenders import PROGRAM_PHRASE
@@ -122,7 +121,9 @@ class OptimizedGraph:
         f = self._fast
         if f is not None:  # the hot path: the kernel checks its inputs itself
             return f(inputs, graph=graph, poison=poison)
-        xs = _tensor_list(inputs, self.graph)
+        from ..runtime.program import tensor_list
+
+        xs = tensor_list(inputs, self.graph)
         if _all_on_cpu(xs) and not _cuda():
             from ..runtime.kernel import simulator_active
 
@@ -174,28 +175,6 @@ def _cuda() -> bool:
         return bool(torch.cuda.is_available())
     except Exception:  # a broken driver: no GPU here
         return False
-
-
-def _tensor_list(inputs: Any, graph: KernelGraph) -> list[Any]:
-    """``inputs`` as a list of torch tensors of the right count, or a KernelInputError saying what to pass."""
-    import torch
-
-    from ..ir.shapes import fmt
-
-    n = len(graph.inputs)
-    decl = ", ".join(f"{t.dtype.name}{fmt(t.dims)}" for t in graph.inputs)
-    if inputs is None or isinstance(inputs, (torch.Tensor, str, bytes, dict)) or not isinstance(inputs, (list, tuple)):
-        got = "None" if inputs is None else f"{type(inputs).__module__}.{type(inputs).__name__}".replace("builtins.", "")
-        raise KernelInputError(f"call it with the program's {n} inputs ({decl}) as a list of torch tensors, "
-                               f"e.g. best([X, W]); got {got}")
-    if len(inputs) != n:
-        raise KernelInputError(f"the program takes {n} inputs ({decl}) but got {len(inputs)}")
-    for i, x in enumerate(inputs):
-        if not isinstance(x, torch.Tensor):
-            kind = f"{type(x).__module__}.{type(x).__name__}".replace("builtins.", "")
-            hint = "; convert it with torch.from_numpy(a)" if type(x).__module__ == "numpy" else ""
-            raise KernelInputError(f"input {i} must be a torch.Tensor, got {kind}{hint}")
-    return list(inputs)
 
 
 def _all_on_cpu(xs: Sequence[Any]) -> bool:

@@ -31,34 +31,41 @@ def compile_program_fn(program: KernelGraph, *, mode: str | None = None) -> Call
     return torch.compile(to_torch_fn(program), mode=mode)
 
 
-def check_program_inputs(program: KernelGraph, inputs: Any, *, who: str = "this program") -> list[torch.Tensor]:
-    """Validate ``inputs`` for ``program``: a list of torch tensors of its shapes and dtypes, on one device.
-
-    Raises :class:`~mirage_lab.errors.KernelInputError` (a ``MirageLabError``) naming the
-    problem and the fix; returns the tensors, contiguous.
+def tensor_list(inputs: Any, graph: KernelGraph, *, who: str = "the program") -> list[torch.Tensor]:
+    """``inputs`` as a list of torch tensors, as many as ``graph`` takes, or a ``KernelInputError`` saying what to pass.
 
         >>> from mirage_lab.examples import rms_norm_linear_program
-        >>> check_program_inputs(rms_norm_linear_program(2, 64, 32), None)
+        >>> tensor_list(None, rms_norm_linear_program(2, 64, 32))
         Traceback (most recent call last):
         ...
-        mirage_lab.errors.KernelInputError: this program takes 2 inputs (float16[2, 64], float16[64, 32]) as a list of torch tensors, e.g. best([X, W]); got None
+        mirage_lab.errors.KernelInputError: the program takes 2 inputs (float16[2,64], float16[64,32]) as a list of torch tensors, e.g. best([X, W]); got None
     """
-    decl = ", ".join(f"{t.dtype.name}{fmt(t.dims)}" for t in program.inputs)
-    n = len(program.inputs)
-    example = "[" + ", ".join("X" if i == 0 else "W" if i == 1 else f"T{i}" for i in range(n)) + "]"
+    n = len(graph.inputs)
+    decl = ", ".join(f"{t.dtype.name}{fmt(t.dims)}" for t in graph.inputs)
     if inputs is None or isinstance(inputs, (torch.Tensor, str, bytes, dict)) or not isinstance(inputs, (list, tuple)):
-        got = "None" if inputs is None else f"a {type(inputs).__module__}.{type(inputs).__name__}".replace("builtins.", "")
-        raise KernelInputError(f"{who} takes {n} inputs ({decl}) as a list of torch tensors, e.g. best({example}); "
+        got = "None" if inputs is None else _kind(inputs)
+        example = ", ".join("X" if i == 0 else "W" if i == 1 else f"T{i}" for i in range(n))
+        raise KernelInputError(f"{who} takes {n} inputs ({decl}) as a list of torch tensors, e.g. best([{example}]); "
                                f"got {got}")
     if len(inputs) != n:
         raise KernelInputError(f"{who} takes {n} inputs ({decl}) but got {len(inputs)}")
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor):
+            hint = "; convert it with torch.from_numpy(a)" if type(x).__module__ == "numpy" else ""
+            raise KernelInputError(f"input {i} must be a torch.Tensor, got {_kind(x)}{hint}")
+    return list(inputs)
+
+
+def _kind(x: Any) -> str:
+    return f"{type(x).__module__}.{type(x).__name__}".replace("builtins.", "")
+
+
+def check_program_inputs(program: KernelGraph, inputs: Any) -> list[torch.Tensor]:
+    """:func:`tensor_list`, then the program's shapes and dtypes, one device; returns the tensors contiguous."""
+    xs = tensor_list(inputs, program)
     dev = None
     out = []
-    for i, (x, t) in enumerate(zip(inputs, program.inputs)):
-        if not isinstance(x, torch.Tensor):
-            hint = " (convert it with torch.from_numpy(a))" if type(x).__module__ == "numpy" else ""
-            raise KernelInputError(f"input {i} must be a torch.Tensor, got {type(x).__module__}.{type(x).__name__}"
-                                   f"{hint}".replace("builtins.", ""))
+    for i, (x, t) in enumerate(zip(xs, program.inputs)):
         if tuple(x.shape) != t.dims:
             raise KernelInputError(f"input {i} has shape {fmt(tuple(x.shape))} but the program declares {fmt(t.dims)}")
         if x.dtype != t.dtype.torch:
@@ -134,4 +141,4 @@ class ProgramFunction:
         return f"ProgramFunction({self.lowering}, {len(self.program.inputs)} inputs)"
 
 
-__all__ = ["ProgramFunction", "CapturedCall", "compile_program_fn", "check_program_inputs"]
+__all__ = ["ProgramFunction", "CapturedCall", "compile_program_fn", "check_program_inputs", "tensor_list"]
