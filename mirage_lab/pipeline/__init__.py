@@ -19,7 +19,8 @@ from ..errors import MirageLabError
 from ..ir import hooks
 from ..ir.kernel_graph import KernelGraph
 from ..search import NoCandidateError, SearchResult, run_search, search
-from .autotune import TuneFinished, TuneReport, TuneStarted, VariantDone, VariantResult, autotune, plan_variants
+from .autotune import (ProgramDone, TuneFinished, TuneReport, TuneStarted, VariantDone, VariantResult, autotune,
+                       plan_variants)
 from .cost_model import Estimate, estimate
 from .inputs import MeasuringInputs, measuring_inputs
 from .contenders import CudaGraphTimer, ProgramResult, Timer
@@ -65,7 +66,7 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
     it, the program itself (``best.is_program``, ``best.winner``; ``best.report.summary()``
     says so and by how much it is faster than torch eager). Without a GPU the cost model picks
     candidate and options. ``on_event`` receives the search's events and the tuner's
-    (:class:`TuneStarted`, :class:`VariantDone`, :class:`TuneFinished`).
+    (:class:`TuneStarted`, :class:`ProgramDone`, :class:`VariantDone`, :class:`TuneFinished`).
     ``search_seconds`` stops the search after that long and tunes what it found (attention
     spaces are too large to finish). Other keyword arguments go to the search (``workers``,
     ``griddims``, ``max_block_ops``...).
@@ -124,5 +125,5 @@ hooks.install(call=_call, search=search, superoptimize=superoptimize)
 __all__ = ["superoptimize", "autotune", "OptimizedGraph", "TuneReport", "VariantResult", "TuneStarted", "VariantDone",
            "TuneFinished", "Variant", "lowering_variants", "with_block_dim", "estimate", "Estimate", "plan_variants",
            "measuring_inputs", "MeasuringInputs", "gpu_available", "shortlist", "SearchResult", "NoCandidateError",
-           "select_fastest", "Selection", "Candidate", "with_options", "ProgramResult", "Timer", "CudaGraphTimer",
+           "select_fastest", "Selection", "Candidate", "with_options", "ProgramResult", "ProgramDone", "Timer", "CudaGraphTimer",
            "result_from_report"]

@@ -271,6 +271,14 @@ class VariantDone:
 
 
 @dataclass
+class ProgramDone:
+    """One of the program's own lowerings (``result.lowering``) built, checked and, where timing runs, timed."""
+
+    result: Any   # contenders.ProgramResult
+    elapsed: float
+
+
+@dataclass
 class TuneFinished:
     report: TuneReport
 
@@ -400,6 +408,7 @@ class _Tuning:
             if p.error is None and self.timer is not None:
                 time_program(p, self.timer, self.mi, self.repeats)
             self.programs.append(p)
+            self.emit(ProgramDone(p, time.monotonic() - self.t0))
 
     # -------------------------------------------------------------- the variants
     def finish(self, i: int, secs: float, err: str | None) -> None:

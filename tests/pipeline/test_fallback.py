@@ -113,10 +113,35 @@ def test_a_faster_mugraph_wins_and_says_by_how_much(tmp_path):
     assert r["numba_in_export"]  # the μGraph's kernels are exported
 
 
-def test_a_tie_keeps_the_program(tmp_path):
-    r = _run(tmp_path, {"torch": 6.0, "torch.compile": 7.0, "variant": 6.0, "eager": 6.5})
-    assert r["is_program"] and r["winner"] == "torch" and r["latency_us"] == 6.0
-    assert not r["compile_in_export"]
+def _report(variant_us, torch_us, compile_us, eager_us, *, compile_error=None):
+    """A TuneReport of real records: one μGraph variant and the program's two lowerings."""
+    from mirage_lab.codegen import CodegenOptions
+    from mirage_lab.pipeline import Estimate, ProgramResult, TuneReport, Variant, VariantResult
+    from mirage_lab.runtime.profile import Timing
+
+    def t(us, name="x"):
+        return {"cuda_graph": Timing(name, "cuda_graph", us, us, us, 300)}
+
+    v = VariantResult(Variant(0, None, CodegenOptions(), 256), Estimate(3.0, 2.0, 1.0, 1, 1.0), rel_err=1e-4,
+                      timings=t(variant_us))
+    progs = [ProgramResult("torch", rel_err=1e-4, timings=t(torch_us)),
+             ProgramResult("torch.compile", rel_err=1e-4, timings=t(compile_us) if compile_error is None else {},
+                           error=compile_error)]
+    return TuneReport([v], v, {}, 1.0, "randn", 1.0, 60.0, 0, "NVIDIA H100", True, programs=progs,
+                      eager=Timing("torch eager", "eager", eager_us, eager_us, eager_us, 300), stop_reason="test")
+
+
+def test_a_tie_keeps_the_program():
+    rep = _report(6.0, 6.0, 7.0, 6.5)
+    assert rep.winner == "torch" and rep.chosen_us == 6.0 and rep.speedup == pytest.approx(6.5 / 6.0)
+    assert rep.speedup_vs_compile == pytest.approx(7.0 / 6.0)
+
+
+def test_a_slower_result_than_eager_is_said_plainly_and_a_failed_compile_is_no_figure():
+    rep = _report(9.0, 8.0, None, 7.0, compile_error="torch.compile failed: BackendCompilerFailed: boom")
+    assert rep.winner == "torch" and rep.compile_us is None and rep.speedup_vs_compile is None
+    assert "1.14× slower than torch eager (7.00 µs)" in rep.summary() and "torch.compile" not in rep.summary()
+    assert "torch.compile failed: BackendCompilerFailed" in repr(rep)
 
 
 # autotune itself on a fixed candidate, 9 variants in 3 (threads) groups: t256 measures fastest
