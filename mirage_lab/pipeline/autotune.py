@@ -200,11 +200,11 @@ class TuneReport:
             torch_us = next((p.median_us for p in self.programs if p.lowering in ("torch", "program") and p.ok
                              and p.timings), None)
             extra = f"; the program's own ops in a CUDA graph {torch_us:.2f} µs" if torch_us else ""
-            return f"μGraph {c.variant.tag}: {c.median_us:.2f} µs, " + ", ".join(figures) + extra
+            return f"μGraph {c.variant.tag}: {c.median_us:.2f} µs" + "".join(", " + f for f in figures) + extra
         why = f"best μGraph {best_mu:.2f} µs" if best_mu is not None else (
             "no μGraph variant passed the check" if self.results else "the search found no candidate")
-        return (f"{PROGRAM_PHRASE} ({c.lowering} in a CUDA graph, "
-                f"{c.median_us:.2f} µs; {why}); " + ", ".join(figures))
+        return (f"{PROGRAM_PHRASE} ({c.lowering} in a CUDA graph, {c.median_us:.2f} µs; {why})"
+                + "".join("; " + f for f in figures[:1]) + "".join(", " + f for f in figures[1:]))
 
     def __repr__(self) -> str:
         ok = sum(r.ok for r in self.results)
