@@ -161,6 +161,13 @@ class FakeTimer:
         return Timing(name, "cuda_graph", us, us, us, repeats)
     def eager(self, name, fn, inputs, repeats):
         return Timing(name, "eager", US[name], US[name], US[name], repeats)
+import sys
+at = sys.modules["mirage_lab.pipeline.autotune"]  # the module (the package exports the function under its name)
+real_check = at._check
+def quick_check(res, mi, cache_dir):  # the stopping rule is under test, not the simulator's launches
+    res.rel_err = 1e-4
+    return rk.compile(res.variant.graph, cache_dir=cache_dir, options=res.variant.options)
+at._check = quick_check
 g = ex.rms_norm_linear_program(4, 64, 64)
 cand = ex.rms_norm_linear_fused(4, 64, 64, grid=4, forloop_range=4)
 out = {"planned": [v.tag for v, _ in plan_variants([cand])]}
@@ -170,7 +177,8 @@ out.update(measured=list(dict.fromkeys(n for n in asked if "/t" in n)), untried=
 asked.clear()
 rep = autotune(g, [cand], timer=FakeTimer(), program_lowerings=("torch",), stop_margin=None)
 out.update(all_measured=len({n for n in asked if "/t" in n}), all_reason=rep.stop_reason)
-# every variant fails to compile: the program itself comes back, measured, with a warning naming the failures
+# every variant fails to load (the real check): the program itself comes back, measured, with a warning
+at._check = real_check
 real = rk.compile
 def broken(graph, **kw):
     if graph.customized_ops:
