@@ -1,22 +1,29 @@
-"""The autotuner: lowering variants of the candidates, compiled in parallel, measured, the fastest kept.
+"""The autotuner: lowering variants of the candidates raced against the program itself; the fastest kept.
 
 1. Every candidate's lowering variants (:mod:`.variants`) are ranked by the cost model
-   (:mod:`.cost_model`): first each candidate's most promising variant, then the rest, all
-   by estimated latency, so a short budget still sees every candidate once.
+   (:mod:`.cost_model`): first each candidate's most promising variant, then the best of
+   each (FMA or tensor cores, block size) group, then the rest, all by estimated latency.
 2. A pool of fresh processes compiles them in that order (numba compiles one large kernel
    in seconds to tens of seconds, single-threaded) and launches each once, filling numba's
    disk cache; a variant that fails to compile or launch is reported there and skipped.
-3. As each compile finishes, this process loads it, checks it against the float64
+3. Meanwhile this process builds, checks and times the program's own lowerings
+   (:mod:`.contenders`): its torch ops as the code generator lowers them, and
+   ``torch.compile`` of them, each in a CUDA graph.
+4. As each compile finishes, this process loads it, checks it against the float64
    reference on the measuring inputs (:mod:`.inputs`; NaN-poisoned outputs) and times it
-   the way the baselines are timed (CUDA-graph replay, CUDA events, inputs rotated so
-   weights come from HBM). When ``tune_seconds`` run out, compiles still pending are dropped.
-4. The fastest few are timed again with more repeats; the fastest correct variant wins.
+   exactly as the program's lowerings are timed (CUDA-graph replay, CUDA events, inputs
+   rotated so weights come from HBM). Tuning stops when no variant left can win by the
+   calibrated cost model (:mod:`.stopping`), or when ``tune_seconds`` run out.
+5. The fastest few variants and the program's lowerings are timed again with more
+   repeats; the fastest correct contender is :attr:`TuneReport.chosen` (a μGraph only if
+   strictly faster than the program), and torch eager is timed for the speedup.
 
 Under the CUDA simulator (no timing possible) the variants are compiled and checked in
-this process in cost-model order and the first correct one wins.
+this process in cost-model order and the first correct one wins; an injected ``timer``
+makes the same race run there (the tests' fake timings).
 
     >>> report = autotune(program, [candidate], tune_seconds=30)    # doctest: +SKIP
-    >>> report.best.variant.options, report.best.median_us          # doctest: +SKIP
+    >>> report.winner, report.summary()                             # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -30,8 +37,10 @@ from typing import Any, Callable, Sequence
 from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from ..runtime.latency import CANDIDATE, LatencyRow, baseline_rows
+from .contenders import PROGRAM_PHRASE
 from .cost_model import Estimate, estimate
 from .inputs import MeasuringInputs, measuring_inputs
+from .stopping import STOP_MARGIN
 from .variants import Variant, lowering_variants
 
 TOLERANCE = 2e-3  # relative error against float64 that a half-precision candidate must meet
@@ -83,9 +92,16 @@ class VariantResult:
                 "error": self.error}
 
 
-@dataclass
+@dataclass(repr=False)
 class TuneReport:
-    """Every variant tried, the winner, the baselines, and how the measuring was done."""
+    """Every contender tried, the winner, the baselines, how the measuring was done and why it stopped.
+
+    ``results``: the μGraph lowering variants; ``best``: the fastest correct one (``None`` if
+    none passed). ``programs``: the program's own lowerings that raced with them (``"torch"``,
+    ``"torch.compile"``); ``eager``: torch eager's ``Timing`` (what the user started from).
+    :attr:`chosen` is what ``superoptimize`` returns, :attr:`winner` says which kind it is,
+    :meth:`summary` says it in one line.
+    """
 
     results: list[VariantResult]
     best: VariantResult | None
@@ -97,9 +113,106 @@ class TuneReport:
     untried: int
     device: str
     timed: bool   # False under the CUDA simulator: variants were checked, not timed
+    programs: list[Any] = field(default_factory=list)    # contenders.ProgramResult
+    eager: Any = None                                     # runtime.profile.Timing of torch eager
+    stop_reason: str = ""
 
     def rows(self) -> list[dict[str, Any]]:
         return [r.row() for r in self.results]
+
+    # ------------------------------------------------------------------ the decision
+    @property
+    def program_best(self) -> Any:
+        """The fastest correct program lowering (untimed: the first correct one), or ``None``."""
+        ok = [p for p in self.programs if p.ok and (not self.timed or p.timings)]
+        if not ok:
+            return None
+        return min(ok, key=lambda p: p.median_us) if self.timed else ok[0]
+
+    @property
+    def chosen(self) -> Any:
+        """What ``superoptimize`` returns: the fastest measured contender, μGraph or program lowering.
+
+        A μGraph must be strictly faster than the program's best lowering to be chosen. Not
+        timed (simulator): the first correct variant in cost-model order, else the program.
+        """
+        if not self.timed:
+            first = next((r for r in self.results if r.ok), None)
+            return self.best or first or self.program_best
+        progs = [p for p in self.programs if p.ok and p.timings]
+        variants = [r for r in self.results if r.ok and r.timings]
+        ranked = progs + sorted(variants, key=lambda r: (r.median_us, r.estimate.us))
+        return min(ranked, key=lambda c: c.median_us) if ranked else None  # min keeps the first of equals
+
+    @property
+    def winner(self) -> str | None:
+        """``"μGraph"``, or the program lowering chosen (``"torch"``, ``"torch.compile"``); ``None`` if nothing ran."""
+        c = self.chosen
+        return None if c is None else "μGraph" if isinstance(c, VariantResult) else c.lowering
+
+    @property
+    def chosen_us(self) -> float | None:
+        c = self.chosen
+        return c.median_us if c is not None and self.timed and c.timings else None
+
+    @property
+    def eager_us(self) -> float | None:
+        return None if self.eager is None else self.eager.median_us
+
+    @property
+    def compile_us(self) -> float | None:
+        """torch.compile of the program in a CUDA graph, where it compiled and was timed."""
+        p = next((p for p in self.programs if p.lowering == "torch.compile" and p.ok and p.timings), None)
+        return None if p is None else p.median_us
+
+    @property
+    def speedup(self) -> float | None:
+        """torch eager's time / the chosen contender's time (measured); ``None`` where either is missing."""
+        us, e = self.chosen_us, self.eager_us
+        return e / us if us and e else None
+
+    @property
+    def speedup_vs_compile(self) -> float | None:
+        """torch.compile's time (CUDA graph) / the chosen contender's time, where both were measured."""
+        us, c = self.chosen_us, self.compile_us
+        return c / us if us and c else None
+
+    def summary(self) -> str:
+        """One line: what won, its time, and how much faster it is than what the user started from.
+
+            >>> rep.summary()                                             # doctest: +SKIP
+            'no μGraph beat PyTorch on this GPU: returning the program itself (torch.compile in a CUDA graph, ...'
+        """
+        c = self.chosen
+        if c is None:
+            return "nothing ran correctly: no μGraph variant and no program lowering passed the check"
+        best_mu = min((r.median_us for r in self.results if r.ok and r.timings), default=None)
+        if not self.timed:
+            if isinstance(c, VariantResult):
+                return f"not timed ({self.device}): the first correct variant in cost-model order, {c.variant.tag}"
+            return ("no μGraph variant passed the check: returning the program itself "
+                    f"({c.lowering}, not timed on the {self.device})")
+        figures = [_faster("torch eager", self.eager_us, c.median_us)]
+        if self.compile_us is not None and (isinstance(c, VariantResult) or c.lowering != "torch.compile"):
+            figures.append(_faster("torch.compile", self.compile_us, c.median_us))
+        figures = [f for f in figures if f]
+        if isinstance(c, VariantResult):
+            torch_us = next((p.median_us for p in self.programs if p.lowering in ("torch", "program") and p.ok
+                             and p.timings), None)
+            extra = f"; the program's own ops in a CUDA graph {torch_us:.2f} µs" if torch_us else ""
+            return f"μGraph {c.variant.tag}: {c.median_us:.2f} µs" + "".join(", " + f for f in figures) + extra
+        why = f"best μGraph {best_mu:.2f} µs" if best_mu is not None else (
+            "no μGraph variant passed the check" if self.results else "the search found no candidate")
+        return (f"{PROGRAM_PHRASE} ({c.lowering} in a CUDA graph, {c.median_us:.2f} µs; {why})"
+                + "".join("; " + f for f in figures[:1]) + "".join(", " + f for f in figures[1:]))
+
+    def __repr__(self) -> str:
+        ok = sum(r.ok for r in self.results)
+        progs = ", ".join(f"{p.lowering} {'%.2f µs' % p.median_us if p.timings else (p.error or 'not timed')}"
+                          for p in self.programs)
+        return (f"TuneReport({self.summary()}\n  {len(self.results)} variants ({ok} correct, {self.untried} untried) "
+                f"in {self.seconds:.1f} s of {self.budget_s:.0f} s on {self.device}; program: {progs or 'not raced'}"
+                f"\n  stopped: {self.stop_reason or '-'})")
 
     def candidate_rows(self, numbers: Sequence[int] | None = None, *, every_variant: bool = False) -> list[LatencyRow]:
         """Plot rows for the candidates: each one's fastest timed variant, fastest first.
@@ -158,8 +271,25 @@ class VariantDone:
 
 
 @dataclass
+class ProgramDone:
+    """One of the program's own lowerings (``result.lowering``) built, checked and, where timing runs, timed."""
+
+    result: Any   # contenders.ProgramResult
+    elapsed: float
+
+
+@dataclass
 class TuneFinished:
     report: TuneReport
+
+
+def _faster(name: str, theirs: float | None, ours: float) -> str:
+    """``"1.32× faster than torch eager (17.80 µs)"``, or honestly slower."""
+    if theirs is None or not ours:
+        return ""
+    if theirs >= ours:
+        return f"{theirs / ours:.2f}× faster than {name} ({theirs:.2f} µs)"
+    return f"{ours / theirs:.2f}× slower than {name} ({theirs:.2f} µs)"
 
 
 # ----------------------------------------------------------------------------- ordering
@@ -222,118 +352,236 @@ def _check(res: VariantResult, mi: MeasuringInputs, cache_dir: str | None) -> An
         return None
 
 
-def _time(res: VariantResult, kernel: Any, mi: MeasuringInputs, repeats: int) -> None:
-    from ..runtime.profile import make_copies, rotation_copies, time_calls
-
+def _time(res: VariantResult, kernel: Any, mi: MeasuringInputs, repeats: int, timer: Any) -> None:
+    """Time a checked variant: the timer's CUDA-graph replay over rotated input copies (as every contender)."""
     try:
-        sets = make_copies(kernel.check_inputs(mi.inputs), rotation_copies(mi.inputs))
-        graphs = [kernel.capture(s) for s in sets]
-        res.timings["cuda_graph"] = time_calls([g.replay for g in graphs], name=res.variant.tag, repeats=repeats)
+        res.timings["cuda_graph"] = timer.graph(res.variant.tag, kernel.check_inputs, lambda s: kernel.capture(s).replay,
+                                                mi.inputs, repeats)
     except Exception as e:
         res.error = f"timing failed: {type(e).__name__}: {e}"[:800]
 
 
-def _baselines(program: KernelGraph, mi: MeasuringInputs, which: str | bool, repeats: int) -> dict[str, Any]:
-    from ..runtime.profile import profile_baselines
+def _extra_baselines(fns: dict[str, Any], mi: MeasuringInputs, which: str | bool, repeats: int) -> dict[str, Any]:
+    """``baselines="all"``: eager launches and Python call time of the torch function and of torch.compile."""
+    from ..runtime.profile import profile_torch
 
-    if not which:
-        return {}
-    try:
-        return profile_baselines(program, mi.inputs, repeats=repeats,
-                                 compile_mode="default" if which == "all" else None)
-    except Exception as e:  # a baseline that fails is reported, the tuning result stands
-        return {"error": f"{type(e).__name__}: {e}"[:500]}
+    out: dict[str, Any] = {}
+    if which != "all":
+        return out
+    for key, fn in fns.items():
+        try:
+            res = profile_torch(fn, mi.inputs, name=key, repeats=repeats, graph=False)
+        except Exception as e:  # a baseline that fails is reported, the tuning result stands
+            out[f"{key}_error"] = f"{type(e).__name__}: {e}"[:500]
+            continue
+        if key == "torch_compile":
+            out["torch_compile"] = res["eager"]
+        out[f"{key}_python_call"] = res["python_call"]
+    return out
+
+
+class _Tuning:
+    """The state of one autotune run: contenders, measurements, and the rule that ends it."""
+
+    def __init__(self, program: KernelGraph, results: list[VariantResult], mi: MeasuringInputs, timer: Any,
+                 cache_dir: str | None, repeats: int, stop_margin: float | None, emit: Callable[[Any], None],
+                 t0: float) -> None:
+        self.program, self.results, self.mi, self.timer = program, results, mi, timer
+        self.cache_dir, self.repeats, self.stop_margin, self.emit, self.t0 = cache_dir, repeats, stop_margin, emit, t0
+        self.kernels: dict[int, Any] = {}
+        self.finished: set[int] = set()
+        self.programs: list[Any] = []
+        self.excluded_s = 0.0   # torch.compile's own compile: run while the pool compiles, outside the budget
+
+    # -------------------------------------------------------------- the program's own lowerings
+    def race_program(self, lowerings: Sequence[str]) -> None:
+        from .contenders import build_program_lowering, check_program, program_lowerings_for, time_program
+
+        for name in program_lowerings_for(self.program, lowerings, self.timer is not None):
+            p = build_program_lowering(self.program, name, self.mi)
+            if name == "torch.compile" and p.compile_s:
+                self.excluded_s += p.compile_s
+            if p.error is None:  # the program defines correct: its plain ops need only be finite
+                plain = next((q.rel_err for q in self.programs if q.ok), None)
+                tol = float("inf") if name != "torch.compile" else max(TOLERANCE, 2 * (plain or 0.0))
+                check_program(p, self.mi, tol)
+            if p.error is None and self.timer is not None:
+                time_program(p, self.timer, self.mi, self.repeats)
+            self.programs.append(p)
+            self.emit(ProgramDone(p, time.monotonic() - self.t0))
+
+    # -------------------------------------------------------------- the variants
+    def finish(self, i: int, secs: float, err: str | None) -> None:
+        r = self.results[i]
+        r.compile_s = secs
+        if err is not None:
+            r.error = f"compile/launch: {err}"
+        else:
+            k = _check(r, self.mi, self.cache_dir)
+            if k is not None:
+                self.kernels[i] = k
+                if self.timer is not None:
+                    _time(r, k, self.mi, self.repeats, self.timer)
+        self.finished.add(i)
+        self.emit(VariantDone(r, len(self.finished), len(self.results), time.monotonic() - self.t0))
+
+    def best_us(self) -> float:
+        timed = [c.median_us for c in [*self.results, *self.programs] if c.ok and c.timings]
+        return min(timed, default=float("inf"))
+
+    def possible(self) -> list[int]:
+        """Unfinished variants the cost model still rates as possible winners (:mod:`.stopping`)."""
+        from .stopping import possible_winners
+
+        pending = [i for i in range(len(self.results)) if i not in self.finished]
+        if self.stop_margin is None or self.timer is None:
+            return pending
+        items = [((r.variant.candidate, r.variant.options.mma, r.variant.threads), r.estimate.us,
+                  r.median_us if r.ok and r.timings else None) for r in self.results]
+        return possible_winners(items, best_us=self.best_us(), margin=self.stop_margin, pending=pending)
+
+    def left_s(self, budget: float) -> float:
+        return budget + self.excluded_s - (time.monotonic() - self.t0)
+
+    def stop_reason_now(self) -> str:
+        best = self.best_us()
+        return (f"the best measured ({best:.2f} µs) can no longer change: none of the {len(self.results) - len(self.finished)} "
+                f"variants left is rated a possible winner (calibrated estimate within {1 + (self.stop_margin or 0):.2f}× "
+                "of the best)")
+
+    # -------------------------------------------------------------- finalists
+    def final_round(self, finalists: int, final_repeats: int) -> None:
+        """The fastest few variants and every program lowering again, with more repeats."""
+        from .contenders import time_program
+
+        ok = sorted((i for i in self.kernels if self.results[i].ok and self.results[i].timings),
+                    key=lambda i: self.results[i].median_us)
+        for i in ok[:finalists]:
+            _time(self.results[i], self.kernels[i], self.mi, final_repeats, self.timer)
+        for p in self.programs:
+            if p.ok and p.timings:
+                time_program(p, self.timer, self.mi, final_repeats)
 
 
 def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_seconds: float = 60.0,
              workers: int | None = None, inputs: Sequence[Any] | None = None, repeats: int = 100,
              final_repeats: int = 300, finalists: int = 3, baselines: str | bool = "eager",
              max_variants: int | None = None, cache_dir: str | os.PathLike | None = None,
-             on_event: Callable[[Any], None] | None = None) -> TuneReport:
-    """Compile, check and time the lowering variants of ``candidates`` within ``tune_seconds``.
+             on_event: Callable[[Any], None] | None = None, timer: Any = None,
+             program_lowerings: Sequence[str] = ("torch", "torch.compile"),
+             stop_margin: float | None = STOP_MARGIN) -> TuneReport:
+    """Race the lowering variants of ``candidates`` against the program's own lowerings; stop when answered.
 
-    ``baselines``: ``"eager"`` times torch eager and torch in a CUDA graph, ``"all"`` adds
-    torch.compile (its compile takes tens of seconds, outside the budget), ``False`` none.
-    Returns a :class:`TuneReport`; ``report.best`` is None only if every variant failed.
+    The variants compile in a pool while the program's lowerings (``program_lowerings``: its
+    torch ops via the code generator, and ``torch.compile`` of them) are built, checked and
+    timed here; then each variant, as its compile finishes, is checked and timed the same way
+    (``timer``: CUDA-graph replay over rotated input copies; default :class:`~.contenders.CudaGraphTimer`
+    on a GPU, none under the CUDA simulator). Tuning stops once no variant left is a possible
+    winner (:mod:`.stopping`; ``stop_margin=None`` measures all), or at ``tune_seconds``
+    (a ceiling; torch.compile's own compile time is not counted). The finalists are timed again.
+
+    ``baselines``: torch eager is always timed (the speedup's reference); ``"all"`` adds eager
+    launches of torch.compile and Python call times; ``False`` leaves every baseline row out.
+    Returns a :class:`TuneReport`: ``report.chosen`` is the winner, ``report.best`` the fastest μGraph.
+
+        >>> rep = autotune(program, [candidate], tune_seconds=30)     # doctest: +SKIP
+        >>> rep.winner, rep.summary()                                 # doctest: +SKIP
     """
     import torch
 
     from ..runtime.kernel import compile_and_launch, simulator_active
     from ..runtime.profile import floor_us
+    from .contenders import EAGER, default_timer
 
     emit = on_event or (lambda ev: None)
     t0 = time.monotonic()
-    if not candidates:
+    if not candidates and not program_lowerings:
         raise MirageLabError("autotune: no candidates to tune")
     sim = simulator_active()
     if not sim and not torch.cuda.is_available():
         raise MirageLabError("autotune needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 to check variants without timing)")
+    if timer is None:
+        timer = default_timer()
     mi = measuring_inputs(program, device="cpu" if sim else "cuda", inputs=inputs)
     planned = plan_variants(candidates, max_variants=max_variants)
     results = [VariantResult(v, e) for v, e in planned]
     cdir = None if cache_dir is None else str(cache_dir)
     n_workers = 1 if sim else max(1, min(len(results), workers or os.cpu_count() or 1))
     emit(TuneStarted(len(results), len(candidates), tune_seconds, n_workers, mi.policy))
-    done = 0
-    kernels: dict[int, Any] = {}
-
-    def finish_one(i: int, secs: float, err: str | None) -> None:
-        nonlocal done
-        r = results[i]
-        r.compile_s = secs
-        if err is not None:
-            r.error = f"compile/launch: {err}"
-        else:
-            k = _check(r, mi, cdir)
-            if k is not None:
-                kernels[i] = k
-                if not sim:
-                    _time(r, k, mi, repeats)
-        done += 1
-        emit(VariantDone(r, done, len(results), time.monotonic() - t0))
-
-    untried = 0
-    if sim:
-        # no timing possible: check in cost-model order, stop at the first correct variant
-        for i, r in enumerate(results):
-            if time.monotonic() - t0 > tune_seconds and done:
-                untried = len(results) - i
-                break
-            finish_one(i, 0.0, None)
-            if r.ok:
-                untried = len(results) - i - 1
-                break
-    else:
-        q: "queue.Queue[tuple[int, float, str | None]]" = queue.Queue()
-        ctx = mp.get_context("spawn")
-        pool = ctx.Pool(n_workers)
-        try:
+    tn = _Tuning(program, results, mi, timer, cdir, repeats, stop_margin, emit, t0)
+    reason = "every planned variant was measured" if results else "no μGraph candidate to tune"
+    pool = None
+    q: "queue.Queue[tuple[int, float, str | None]]" = queue.Queue()
+    try:
+        if not sim and results:  # compiles start before the program's lowerings are built and timed
+            pool = mp.get_context("spawn").Pool(n_workers)
             for i, r in enumerate(results):
                 pool.apply_async(compile_and_launch, ((i, r.variant.graph.to_json(), cdir, r.variant.options.astuple()),),
                                  callback=q.put,
                                  error_callback=lambda e, i=i: q.put((i, 0.0, f"{type(e).__name__}: {e}")))
-            while done < len(results):
-                left = tune_seconds - (time.monotonic() - t0)
-                if left <= 0:
-                    break
+        tn.race_program(program_lowerings)
+        while len(tn.finished) < len(results):
+            possible = tn.possible()
+            if not possible:
+                reason = tn.stop_reason_now()
+                break
+            left = tn.left_s(tune_seconds)
+            if left <= 0:
+                reason = f"tune_seconds ({tune_seconds:g} s) ran out"
+                break
+            if pool is not None:
                 try:
-                    i, secs, err = q.get(timeout=left)
+                    tn.finish(*q.get(timeout=left))
                 except queue.Empty:
+                    reason = f"tune_seconds ({tune_seconds:g} s) ran out"
                     break
-                finish_one(i, secs, err)
-        finally:
-            pool.terminate()  # compiles still running past the budget are dropped
+                continue
+            # in this process (CUDA simulator): compile and check in plan order, skipping the hopeless
+            tn.finish(possible[0], 0.0, None)
+            if timer is None and results[possible[0]].ok:
+                reason = "not timed (CUDA simulator): the first correct variant in cost-model order"
+                break
+    finally:
+        if pool is not None:
+            pool.terminate()  # compiles still running when tuning stops are dropped
             pool.join()
-        untried = len(results) - done
-        # the finalists again, with more repeats, so the winner is not a lucky quick timing
-        ok = sorted((i for i in kernels if results[i].ok and results[i].timings), key=lambda i: results[i].median_us)
-        for i in ok[:finalists]:
-            _time(results[i], kernels[i], mi, final_repeats)
-    ok_results = [r for r in results if r.ok and (sim or r.timings)]
+    untried = len(results) - len(tn.finished)
+    if untried and "ran out" in reason:
+        reason += f" with {untried} of {len(results)} variants not measured"
+    eager = None
+    base: dict[str, Any] = {}
+    if timer is not None:
+        tn.final_round(finalists, final_repeats)
+        fn = to_torch_fn_of(program)
+        try:
+            eager = timer.eager(EAGER, fn, mi.inputs, final_repeats)
+        except Exception as e:  # the figure is missing, the tuning result stands
+            base["torch_eager_error"] = f"{type(e).__name__}: {e}"[:500]
+        if baselines:
+            if eager is not None:
+                base["torch_eager"] = eager
+            for p in tn.programs:
+                key = {"torch": "torch_cuda_graph", "torch.compile": "torch_compile_cuda_graph"}.get(p.lowering)
+                if key and p.ok and p.timings:
+                    base[key] = p.timings["cuda_graph"]
+                elif key and p.error:
+                    base[f"{key}_error"] = p.error
+            fns = {"torch": fn}
+            compiled = next((p.runner for p in tn.programs if p.lowering == "torch.compile" and p.ok), None)
+            if compiled is not None:
+                fns["torch_compile"] = compiled.fn
+            base.update(_extra_baselines(fns, mi, baselines, final_repeats))
+    ok_results = [r for r in results if r.ok and (timer is None or r.timings)]
     best = min(ok_results, key=lambda r: (r.median_us, r.estimate.us)) if ok_results else None
     device = "CUDA simulator" if sim else torch.cuda.get_device_name()
-    base = {} if sim else _baselines(program, mi, baselines, final_repeats)
     report = TuneReport(results, best, base, floor_us(program), mi.policy, time.monotonic() - t0, tune_seconds,
-                        untried, device, timed=not sim)
+                        untried, device, timed=timer is not None, programs=tn.programs, eager=eager, stop_reason=reason)
     emit(TuneFinished(report))
     return report
+
+
+def to_torch_fn_of(program: KernelGraph) -> Callable[..., Any]:
+    """The program as the user's torch function (eager): what the speedup is measured against."""
+    from ..runtime.torch_fn import to_torch_fn
+
+    return to_torch_fn(program)

@@ -1,13 +1,17 @@
-"""What ``superoptimize`` hands back: the chosen μGraph, how it is lowered, what was measured, the kernel.
+"""What ``superoptimize`` hands back: the winner of the race, how it is lowered, what was measured.
 
-Calling it runs exactly the kernels that were measured (same μGraph, same codegen
-options); :meth:`OptimizedGraph.export` writes exactly those. On a machine without a GPU,
-calling it on CPU tensors runs the reference interpreter (float32 for half inputs).
+The winner is a μGraph (its codegen options, its compiled kernels) or, when no μGraph beat
+PyTorch on this GPU, the program itself (its torch ops, or ``torch.compile`` of them). Either
+way, calling it runs exactly what was measured and :meth:`OptimizedGraph.export` writes
+exactly that. On a machine without a GPU, calling it on CPU tensors runs the reference
+interpreter (float32 for half inputs), whatever was read from it or called on it before.
 
     >>> best = graph.superoptimize()                 # doctest: +SKIP
     >>> (O,) = best(inputs=[X, W])                   # doctest: +SKIP
     >>> (O,) = best(inputs=[X, W], graph=True)       # CUDA-graph replay   # doctest: +SKIP
-    >>> best.options, best.latency_us                # doctest: +SKIP
+    >>> best.winner, best.latency_us, best.speedup   # doctest: +SKIP
+    ('μGraph', 16.5, 1.74)
+    >>> best.report.summary()                        # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -15,33 +19,64 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..codegen import CodegenOptions
-from ..errors import MirageLabError
+from ..codegen import DEFAULT_OPTIONS, CodegenOptions
 from ..ir.kernel_graph import KernelGraph
+
+from .contenders import PROGRAM_PHRASE
+
+MUGRAPH = "μGraph"
 
 
 class OptimizedGraph:
-    """A superoptimized μGraph with its codegen options, tuning report and compiled kernel.
+    """The result of ``superoptimize``: a μGraph or the program itself, with its tuning report.
 
-    Attributes it does not define itself (``inputs``, ``outputs``, ``ops``,
-    ``customized_ops``, ``to_json``, ``content_hash``...) are the μGraph's.
+    Public attributes: ``graph`` (the μGraph returned; the program itself when
+    :attr:`is_program`), ``options`` (codegen options), ``program``, ``report`` (the
+    :class:`~.autotune.TuneReport`, ``None`` when not tuned), ``search_result``;
+    :attr:`winner`, :attr:`is_program`, :attr:`latency_us`, :attr:`speedup`,
+    :attr:`speedup_vs_compile`. Attributes it does not define itself (``inputs``,
+    ``outputs``, ``ops``, ``customized_ops``, ``to_json``, ``content_hash``...) are the graph's.
     """
 
     def __init__(self, graph: KernelGraph, options: CodegenOptions, *, program: KernelGraph,
-                 search_result: Any = None, report: Any = None, kernel: Any = None) -> None:
+                 search_result: Any = None, report: Any = None, kernel: Any = None, lowering: str = MUGRAPH) -> None:
         self.graph = graph
         self.options = options
         self.program = program
         self.search_result = search_result
         self.report = report
-        self._kernel = kernel
+        self._lowering = lowering
+        self._kernel: Any = None
+        self._fast: Any = None     # the kernel to call directly: set only where it can run (a GPU is here)
+        if kernel is not None:
+            self._set_kernel(kernel)
 
-    # ------------------------------------------------------------------ what was measured
+    # ------------------------------------------------------------------ what won, what was measured
+    @property
+    def winner(self) -> str:
+        """``"μGraph"``, or the program lowering returned: ``"torch"`` or ``"torch.compile"``
+        (``"program"`` for a program given with customized ops)."""
+        return self._lowering
+
+    @property
+    def is_program(self) -> bool:
+        """True when no μGraph beat the program: calling this runs the program itself."""
+        return self._lowering != MUGRAPH
+
     @property
     def latency_us(self) -> float | None:
-        """Median device time of the chosen kernel (CUDA-graph replay, L2-cold inputs), if measured."""
-        b = getattr(self.report, "best", None)
-        return b.median_us if b is not None and self.report.timed else None
+        """Median device time of what is returned (CUDA-graph replay, L2-cold inputs), if measured."""
+        return None if self.report is None else self.report.chosen_us
+
+    @property
+    def speedup(self) -> float | None:
+        """The program's torch eager time / the returned time (both measured here), else ``None``."""
+        return None if self.report is None else self.report.speedup
+
+    @property
+    def speedup_vs_compile(self) -> float | None:
+        """torch.compile's time (CUDA graph) / the returned time, where torch.compile was measured."""
+        return None if self.report is None else self.report.speedup_vs_compile
 
     @property
     def codegen_options(self) -> CodegenOptions:
@@ -49,34 +84,69 @@ class OptimizedGraph:
 
     @property
     def kernel(self) -> Any:
-        """The compiled kernel (compiled now if this process has not yet; GPU or CUDA simulator)."""
-        if self._kernel is None:
-            from ..runtime.kernel import compile as rt_compile
+        """What a call runs: the compiled μGraph, or the program's lowering (compiled now if not yet).
 
-            self._kernel = rt_compile(self.graph, options=self.options)
+        Reading it never changes what a later call does on this machine.
+        """
+        if self._kernel is None:
+            self._set_kernel(self._build_kernel())
         return self._kernel
+
+    def _build_kernel(self) -> Any:
+        from ..runtime.kernel import compile as rt_compile, simulator_active
+
+        if self._lowering == "torch.compile":
+            from ..runtime.program import ProgramFunction
+
+            return ProgramFunction(self.program, compiled=True)
+        if self._lowering == "torch" and not simulator_active() and not _cuda():
+            from ..runtime.program import ProgramFunction
+
+            return ProgramFunction(self.program, compiled=False)  # torch ops run on the CPU as they are
+        return rt_compile(self.graph, options=self.options)
+
+    def _set_kernel(self, k: Any) -> None:
+        self._kernel = k
+        # the hot path skips every check but the kernel's own: only where the kernel can run (a GPU)
+        self._fast = k if _cuda() and not getattr(k, "simulator", False) else None
 
     # ------------------------------------------------------------------ calls
     def __call__(self, inputs: Sequence[Any] | None = None, *, graph: bool = False, poison: bool = False) -> list[Any]:
         """Run on ``inputs`` (torch tensors in the program's input order); returns the outputs.
 
         ``graph=True`` replays a CUDA graph captured for these input tensors (by address):
-        the outputs are then the graph's buffers, overwritten by the next replay.
+        the outputs are then the graph's buffers, overwritten by the next replay. Bad inputs
+        (``None``, numpy arrays, a wrong count) raise a ``KernelInputError`` saying what to pass.
         """
-        k = self._kernel
-        if k is not None and not k.simulator:  # the hot path: kernels compiled, inputs checked by the kernel
-            return k(inputs, graph=graph, poison=poison)
-        if inputs is not None and _on_cpu_without_kernels(inputs):
-            from ..interp.reference import run_reference
+        f = self._fast
+        if f is not None:  # the hot path: the kernel checks its inputs itself
+            return f(inputs, graph=graph, poison=poison)
+        from ..runtime.program import tensor_list
 
-            return run_reference(self.graph, list(inputs))
-        return self.kernel(inputs, graph=graph, poison=poison)
+        xs = tensor_list(inputs, self.graph)
+        if _all_on_cpu(xs) and not _cuda():
+            from ..runtime.kernel import simulator_active
+
+            if not simulator_active():  # no GPU, no simulator: what runs on a CPU
+                from ..interp.reference import run_reference
+
+                return run_reference(self.graph, xs)
+        return self.kernel(xs, graph=graph, poison=poison)
 
     def export(self, path: str | os.PathLike) -> Path:
-        """Write the measured kernels (these options) as a standalone module; returns its path."""
-        from ..runtime.export import export
+        """Write what a call runs as a standalone module; returns its path.
+
+        A μGraph is written with its measured kernels (these options, numba + torch); the
+        program itself with torch ops (``torch.compile`` of them when that won), torch only.
+        """
+        from ..runtime.export import export, export_program
 
         device = getattr(self.report, "device", None) if self.latency_us is not None else None
+        if self.is_program and not self.program.customized_ops:
+            note = self.report.summary() if self.report is not None else ""
+            lowering = "torch.compile" if self._lowering == "torch.compile" else "torch"
+            return export_program(self.program, path, lowering=lowering, latency_us=self.latency_us, device=device,
+                                  note=note)
         return export(self.graph, path, latency_us=self.latency_us, device=device, options=self.options)
 
     def inspect(self, metrics: Any = None, **kwargs: Any) -> Any:
@@ -88,29 +158,68 @@ class OptimizedGraph:
 
         return get("inspect")(self, metrics, **kwargs)
 
-    # ------------------------------------------------------------------ the μGraph's face
+    # ------------------------------------------------------------------ the graph's face
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("graph", "options", "program", "report", "search_result", "_kernel"):
+        if name.startswith("__") or name in ("graph", "options", "program", "report", "search_result", "_kernel",
+                                             "_fast", "_lowering"):
             raise AttributeError(name)
         return getattr(self.graph, name)
 
     def __repr__(self) -> str:
         lat = f"{self.latency_us:.2f} µs measured" if self.latency_us is not None else "not measured"
-        return f"OptimizedGraph({self.options.tag()}, {lat})\n{self.graph!r}"
+        if self.is_program:
+            summary = self.report.summary() if self.report is not None else f"{PROGRAM_PHRASE} ({self.winner})"
+            return f"OptimizedGraph(the program itself, {self.winner}, {lat}: {summary})\n{self.graph!r}"
+        extra = f": {self.report.summary()}" if self.report is not None and self.report.timed else ""
+        return f"OptimizedGraph({self.options.tag()}, {lat}{extra})\n{self.graph!r}"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return self.graph._repr_mimebundle_(include, exclude)
 
 
-def _on_cpu_without_kernels(inputs: Sequence[Any]) -> bool:
-    """CPU tensors, no GPU and no simulator: the kernels cannot run here, the reference interpreter can."""
-    import torch
-
-    from ..runtime.kernel import simulator_active
-
-    if simulator_active() or torch.cuda.is_available():
-        return False
+def _cuda() -> bool:
     try:
-        return all(getattr(x, "device", None) is not None and x.device.type == "cpu" for x in inputs)
-    except TypeError:
-        raise MirageLabError(f"inputs must be a list of torch tensors, got {type(inputs).__name__}") from None
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # a broken driver: no GPU here
+        return False
+
+
+def _all_on_cpu(xs: Sequence[Any]) -> bool:
+    return all(x.device.type == "cpu" for x in xs)
+
+
+def result_from_report(program: KernelGraph, search_result: Any, report: Any) -> OptimizedGraph:
+    """The :class:`OptimizedGraph` for a tuning report: the μGraph that won, else the program itself.
+
+    Never an unmeasured pick where timing ran: if every variant failed (or the search found
+    none), the program comes back, measured, with a warning naming the failures.
+    """
+    import warnings
+
+    from .autotune import VariantResult
+
+    c = report.chosen
+    if isinstance(c, VariantResult):
+        v = c.variant
+        kernel = None
+        if report.timed:
+            from ..runtime.kernel import compile as rt_compile
+
+            kernel = rt_compile(v.graph, options=v.options)
+        return OptimizedGraph(v.graph, v.options, program=program, search_result=search_result, report=report,
+                              kernel=kernel)
+    if not any(r.ok for r in report.results):
+        fails = "; ".join(f"{r.variant.tag}: {r.error}" for r in [r for r in report.results if r.error][:3])
+        why = ("the search found no candidate" if not report.results
+               else f"no μGraph lowering variant compiled and passed the check ({fails})")
+        what = (f"the program itself ({c.lowering}, {'measured' if report.chosen_us is not None else 'not measured'})"
+                if c is not None else "the program itself, unmeasured: its own lowerings failed too")
+        warnings.warn(f"superoptimize: {why}; returning {what}", RuntimeWarning, stacklevel=3)
+    lowering = c.lowering if c is not None else "torch"
+    return OptimizedGraph(program, DEFAULT_OPTIONS, program=program, search_result=search_result, report=report,
+                          kernel=None if c is None else c.runner, lowering=lowering)
+
+
+__all__ = ["OptimizedGraph", "result_from_report", "PROGRAM_PHRASE", "MUGRAPH"]

@@ -9,10 +9,11 @@ from .kernel import CompiledKernel, GraphedKernel, compile, default_cache_dir, p
 
 __all__ = ["compile", "precompile", "CompiledKernel", "GraphedKernel", "run_graph", "default_cache_dir", "simulator_active"]
 from . import profile  # noqa: E402
-from .export import export  # noqa: E402
+from .export import export, export_program  # noqa: E402
 from .latency import BASELINE_LABELS, LatencyRow, baseline_rows  # noqa: E402
 from .profile import Timing, floor_us, profile_baselines, profile_kernel  # noqa: E402
+from .program import ProgramFunction  # noqa: E402
 from .torch_fn import to_torch_fn  # noqa: E402
 
-__all__ += ["profile", "export", "Timing", "floor_us", "profile_baselines", "profile_kernel",
+__all__ += ["profile", "export", "export_program", "ProgramFunction", "Timing", "floor_us", "profile_baselines", "profile_kernel",
             "to_torch_fn", "LatencyRow", "baseline_rows", "BASELINE_LABELS"]

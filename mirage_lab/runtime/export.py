@@ -2,7 +2,8 @@
 
 The module holds the generated kernels, the ``np.row_stack`` shim, the bit-level helpers,
 ``run(inputs)`` and ``forward(*tensors)``, and a docstring with the printed μGraph and its
-measured latency.
+measured latency. :func:`export_program` writes a program that runs as torch ops (eagerly or
+under ``torch.compile``): what ``superoptimize`` exports when no μGraph beat the program.
 
     >>> import mirage_lab as mi
     >>> mi.runtime.export(graph, "rms_norm_linear.py", latency_us=12.9)   # doctest: +SKIP
@@ -14,7 +15,8 @@ import datetime
 import os
 from pathlib import Path
 
-from ..codegen import CodegenOptions, generate_module
+from ..codegen import CodegenOptions, generate_module, torch_expr
+from ..codegen.source import Src
 from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from .kernel import CompiledKernel
@@ -68,4 +70,93 @@ def export(graph_or_kernel: KernelGraph | CompiledKernel, path: str | os.PathLik
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(gen.source + _FORWARD)
+    return p
+
+
+_PROGRAM_FORWARD = '''
+
+_compiled = None
+
+
+def forward(*inputs):
+    """Call with torch tensors in the program's input order (any one device); returns a list.
+
+    Under ``COMPILE`` the first call compiles ``run`` with ``torch.compile(**COMPILE_OPTIONS)``.
+    """
+    global _compiled
+    if len(inputs) != len(INPUTS):
+        raise ValueError(f"expected {len(INPUTS)} inputs, got {len(inputs)}")
+    for i, (x, (dims, dtype)) in enumerate(zip(inputs, INPUTS)):
+        if tuple(x.shape) != tuple(dims) or str(x.dtype) != "torch." + dtype:
+            raise ValueError(f"input {i}: expected {dtype}{list(dims)}, got {x.dtype}{list(x.shape)}")
+    xs = [x.contiguous() for x in inputs]
+    if not COMPILE:
+        return run(xs)
+    if _compiled is None:
+        _compiled = torch.compile(run, **COMPILE_OPTIONS)
+    return _compiled(xs)
+'''
+
+
+def export_program(program: KernelGraph, path: str | os.PathLike, *, lowering: str = "torch",
+                   latency_us: float | None = None, device: str | None = None, note: str = "") -> Path:
+    """Write ``program`` as a standalone torch module (no numba, no mirage_lab) at ``path``.
+
+    ``lowering``: ``"torch"`` runs the program's ops eagerly; ``"torch.compile"`` compiles them
+    at the first ``forward`` (set ``COMPILE_OPTIONS`` in the module to pass options). Only
+    plain kernel-level ops can be written as torch calls: a program with customized ops is
+    exported with :func:`export`.
+
+        >>> export_program(program, "rms_norm_linear.py", lowering="torch.compile")   # doctest: +SKIP
+    """
+    if not isinstance(program, KernelGraph):
+        raise MirageLabError(f"export_program: expected a KernelGraph, got {type(program).__name__}")
+    if lowering not in ("torch", "torch.compile"):
+        raise MirageLabError(f"export_program: lowering must be 'torch' or 'torch.compile', got {lowering!r}")
+    if program.customized_ops:
+        raise MirageLabError("export_program: the program has customized ops, which have no torch lowering; "
+                             "export it with mirage_lab.runtime.export(program, path)")
+    if not program.outputs:
+        raise MirageLabError("export_program: the program has no outputs; call graph.mark_output(t) first")
+    how = "torch.compile of the program's torch ops" if lowering == "torch.compile" else "the program's torch ops"
+    lat = (f"Measured latency: {latency_us:.2f} µs per call ({how} in a CUDA graph, median, L2-cold inputs"
+           f"{', ' + device if device else ''})." if latency_us is not None else "Measured latency: not measured.")
+    doc = "\n".join([
+        f"The program itself, as torch ops ({lowering}), exported by mirage_lab {datetime.date.today().isoformat()}.",
+        "",
+        "Depends on torch only. Call ``forward(*tensors)`` with torch tensors in the input order below;",
+        "it returns the list of outputs.",
+        *([""] + note.splitlines() if note else []),
+        "",
+        lat,
+        "",
+        "The program:",
+        "",
+        *("    " + line for line in repr(program).splitlines()),
+        "",
+        f"Program content hash: {program.content_hash()}",
+    ])
+    names = {t.guid: f"t{t.guid}" for t in program.tensors}
+    s = Src(0)
+    s('"""' + doc.replace('"""', "'''") + '\n"""')
+    s("import torch")
+    s("")
+    s("INPUTS = [" + ", ".join(f"({t.dims!r}, {t.dtype.name!r})" for t in program.inputs) + "]")
+    s("OUTPUTS = [" + ", ".join(f"({t.dims!r}, {t.dtype.name!r})" for t in program.outputs) + "]")
+    s(f"COMPILE = {lowering == 'torch.compile'}  # torch.compile(run) at the first forward")
+    s("COMPILE_OPTIONS = {}")
+    s("")
+    s("")
+    with s.block("def run(inputs):"):
+        s('"""The program\'s ops as torch calls: tensors in input order -> list of outputs."""')
+        ins = ", ".join(names[t.guid] for t in program.inputs)
+        s(f"{ins}{',' if len(program.inputs) == 1 else ''} = inputs")
+        for op in program.ops:
+            if op.op_type == "input":
+                continue
+            s(f"{names[op.outputs[0].guid]} = {torch_expr(op, [names[t.guid] for t in op.inputs])}")
+        s("return [" + ", ".join(names[t.guid] for t in program.outputs) + "]")
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(s.text() + _PROGRAM_FORWARD)
     return p

@@ -147,6 +147,34 @@ def _capture(fn: Callable[[], Any]) -> torch.cuda.CUDAGraph:
     return g
 
 
+def time_captured(check_inputs: Callable[[Sequence[torch.Tensor]], Sequence[torch.Tensor]],
+                  capture: Callable[[Sequence[torch.Tensor]], Callable[[], Any]], inputs: Sequence[torch.Tensor], *,
+                  name: str = "", repeats: int = 200) -> Timing:
+    """Device time per CUDA-graph replay, inputs rotated over copies: how every tuning contender is timed.
+
+    ``check_inputs(inputs)`` gives the tensors to copy (a kernel's validated inputs);
+    ``capture(copy)`` captures one call on that copy and returns its replay. μGraph lowering
+    variants and the program's own torch lowerings go through this one function, so they
+    see the same inputs, the same rotation and the same repeats.
+    """
+    sets = make_copies(list(check_inputs(inputs)), rotation_copies(inputs))
+    replays = [capture(s) for s in sets]
+    return time_calls(replays, name=name, mode="cuda_graph", repeats=repeats)
+
+
+def capture_fn(fn: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> Callable[[], Any]:
+    """``fn(*inputs)`` captured in a CUDA graph (after a warm-up on a side stream); returns its replay."""
+    g = _capture(lambda: fn(*inputs))
+    return g.replay
+
+
+def time_eager(fn: Callable[..., Any], inputs: Sequence[torch.Tensor], *, name: str = "torch eager",
+               repeats: int = 200) -> Timing:
+    """Device time of eager ``fn(*inputs)`` launches, inputs rotated as in :func:`time_captured`."""
+    sets = make_copies(list(inputs), rotation_copies(inputs))
+    return time_calls([lambda s=s: fn(*s) for s in sets], name=name, mode="eager", repeats=repeats)
+
+
 def profile_kernel(kernel: CompiledKernel, inputs: Sequence[torch.Tensor], *, name: str = "mirage_lab",
                    repeats: int = 200, copies: int | None = None) -> dict[str, Timing]:
     """Device time (CUDA-graph replay and eager launches) and Python call time of a compiled μGraph."""

@@ -1,0 +1,176 @@
+"""The program's own lowerings as tuning contenders, and the one timer every contender goes through.
+
+``superoptimize`` must never return something slower than the program it was given, so the
+program runs in the same race as the μGraph variants:
+
+* ``"torch"``: the program's plain kernel-level ops as torch calls, as the code generator
+  lowers them (``runtime.compile(program)``: :mod:`mirage_lab.codegen.host`), captured in a
+  CUDA graph;
+* ``"torch.compile"``: ``torch.compile`` of the program's torch function, captured in a CUDA
+  graph (compiled while the pool compiles the variants; a failure is recorded, never fatal).
+
+Both are timed by the same :class:`Timer` as the variants, on the same measuring inputs,
+the same rotation of input copies, the same repeats, and again among the finalists.
+``torch eager`` (what the user started from) is timed too, for the "faster by how much".
+
+    >>> timer = CudaGraphTimer()                                          # doctest: +SKIP
+    >>> timer.graph("torch", kernel.check_inputs, lambda s: kernel.capture(s).replay, xs, 100)   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+from ..ir.kernel_graph import KernelGraph
+from .inputs import MeasuringInputs
+
+PROGRAM_LOWERINGS = ("torch", "torch.compile")
+EAGER = "torch eager"
+#: What the report and the result's repr say when the program itself is returned
+PROGRAM_PHRASE = "no μGraph beat PyTorch on this GPU: returning the program itself"
+
+
+class Timer(Protocol):
+    """How contenders are timed. :class:`CudaGraphTimer` on a GPU; tests inject their own."""
+
+    def graph(self, name: str, check_inputs: Callable[[Sequence[Any]], Sequence[Any]],
+              capture: Callable[[Sequence[Any]], Callable[[], Any]], inputs: Sequence[Any], repeats: int) -> Any:
+        """A ``runtime.profile.Timing`` of CUDA-graph replays of ``capture(copy)`` over rotated input copies."""
+        ...
+
+    def eager(self, name: str, fn: Callable[..., Any], inputs: Sequence[Any], repeats: int) -> Any:
+        """A ``Timing`` of eager ``fn(*copy)`` launches over the same rotated copies."""
+        ...
+
+
+class CudaGraphTimer:
+    """CUDA-graph replay, CUDA events, inputs rotated over copies larger than 2x L2 (:mod:`mirage_lab.runtime.profile`)."""
+
+    def graph(self, name: str, check_inputs: Callable[[Sequence[Any]], Sequence[Any]],
+              capture: Callable[[Sequence[Any]], Callable[[], Any]], inputs: Sequence[Any], repeats: int) -> Any:
+        from ..runtime.profile import time_captured
+
+        return time_captured(check_inputs, capture, inputs, name=name, repeats=repeats)
+
+    def eager(self, name: str, fn: Callable[..., Any], inputs: Sequence[Any], repeats: int) -> Any:
+        from ..runtime.profile import time_eager
+
+        return time_eager(fn, inputs, name=name, repeats=repeats)
+
+
+def default_timer() -> Timer | None:
+    """The timer tuning uses here: CUDA graphs on a GPU, none under the CUDA simulator (checked, not timed)."""
+    from ..runtime.kernel import simulator_active
+
+    return None if simulator_active() else CudaGraphTimer()
+
+
+@dataclass
+class ProgramResult:
+    """One of the program's own lowerings in the race: its check and timings (µs)."""
+
+    lowering: str                       # "torch" | "torch.compile" | "program" (a program with customized ops)
+    runner: Any = field(default=None, repr=False)   # callable like a compiled kernel: runner(inputs, graph=...)
+    compile_s: float | None = None
+    rel_err: float | None = None
+    error: str | None = None
+    timings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def median_us(self) -> float:
+        t = self.timings.get("cuda_graph")
+        return t.median_us if t is not None else float("inf")
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.rel_err is not None
+
+    def row(self) -> dict[str, Any]:
+        """One flat record (JSON-ready) for tables."""
+        return {"lowering": self.lowering, "median_us": None if self.median_us == float("inf") else round(self.median_us, 2),
+                "rel_err": self.rel_err, "compile_s": None if self.compile_s is None else round(self.compile_s, 1),
+                "error": self.error}
+
+
+def _error(e: BaseException, limit: int = 800) -> str:
+    return f"{type(e).__name__}: {e}"[:limit]
+
+
+def check_program(res: ProgramResult, mi: MeasuringInputs, tol: float) -> None:
+    """Run the lowering on the measuring inputs against the float64 reference; record why it fails.
+
+    The program is the definition of correct, so its plain lowering is only required to be
+    finite (``tol=inf``); ``torch.compile`` must be as accurate as the plain lowering (``tol``:
+    twice its error, at least ``TOLERANCE``).
+    """
+    from ..runtime.profile import relative_error
+    from .autotune import TOLERANCE
+
+    try:
+        outs = res.runner(list(mi.inputs))
+        err = max(relative_error(o, r) for o, r in zip(outs, mi.reference))
+    except Exception as e:  # recorded, never fatal: the variants still race
+        res.error = _error(e)
+        return
+    res.rel_err = err
+    if not math.isfinite(err):
+        res.error = f"non-finite outputs (relative error {err}) on the measuring inputs ({mi.policy})"
+    elif err > tol:
+        res.error = f"relative error {err:.3g} exceeds {tol:.3g} (twice the plain torch lowering's, at least {TOLERANCE})"
+
+
+def build_program_lowering(program: KernelGraph, lowering: str, mi: MeasuringInputs) -> ProgramResult:
+    """Build (and for ``torch.compile``, compile on the measuring inputs) one of the program's lowerings."""
+    res = ProgramResult(lowering)
+    t0 = time.perf_counter()
+    try:
+        if lowering == "torch.compile":
+            from ..runtime.program import ProgramFunction
+
+            res.runner = ProgramFunction(program, compiled=True)
+            res.runner(list(mi.inputs))  # the compile happens at the first call
+            _sync(mi)
+        else:
+            from ..runtime.kernel import compile as rt_compile
+
+            res.runner = rt_compile(program)  # plain ops as torch calls; customized ops as the program's kernels
+    except Exception as e:  # a program torch.compile cannot handle: recorded, the race goes on
+        res.error = f"{lowering} failed: {_error(e)}"
+    res.compile_s = time.perf_counter() - t0
+    return res
+
+
+def _sync(mi: MeasuringInputs) -> None:
+    x = mi.inputs[0] if mi.inputs else None
+    if x is not None and getattr(x, "is_cuda", False):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def time_program(res: ProgramResult, timer: Timer, mi: MeasuringInputs, repeats: int) -> None:
+    """Time a checked program lowering exactly as a variant is timed (the timer's CUDA-graph replay)."""
+    r = res.runner
+    try:
+        res.timings["cuda_graph"] = timer.graph(res.lowering, r.check_inputs, _replay_of(r), mi.inputs, repeats)
+    except Exception as e:
+        res.error = f"timing failed: {_error(e)}"
+
+
+def _replay_of(runner: Any) -> Callable[[Sequence[Any]], Callable[[], Any]]:
+    """``capture(copy) -> replay`` for a compiled kernel or a ProgramFunction (both capture to ``.replay``)."""
+    return lambda xs: runner.capture(xs).replay
+
+
+def program_lowerings_for(program: KernelGraph, wanted: Sequence[str], timed: bool) -> list[str]:
+    """The lowerings of ``program`` to race: ``"program"`` for a program with customized ops (its own
+    kernels; torch.compile cannot trace them); ``torch.compile`` only where timing decides."""
+    if program.customized_ops:
+        return ["program"] if wanted else []
+    return [w for w in wanted if w == "torch" or (w == "torch.compile" and timed)]
+
+
+__all__ = ["PROGRAM_LOWERINGS", "EAGER", "PROGRAM_PHRASE", "Timer", "CudaGraphTimer", "default_timer", "ProgramResult",
+           "check_program", "build_program_lowering", "time_program", "program_lowerings_for"]
