@@ -125,7 +125,8 @@ def time_contender(name: str, fn: Callable[..., Any], sets: list[list[Any]], log
         return None
 
 
-def run_gpu(p: suite.SuiteProgram, tune_seconds: float, cap: float | None, settings: dict, log) -> dict:
+def run_gpu(p: suite.SuiteProgram, tune_seconds: float, cap: float | None, settings: dict, log,
+            max_autotune: bool = True) -> dict:
     import torch
 
     import mirage_lab as mi
@@ -181,7 +182,8 @@ def run_gpu(p: suite.SuiteProgram, tune_seconds: float, cap: float | None, setti
         res["returned_timed_as"] = "kernel launches (the call could not be captured)"
     fn = mi.runtime.to_torch_fn(program)
     res["eager_us"] = time_contender("torch eager", fn, sets, log)
-    for key, mode in (("compile_us", None), ("max_autotune_us", "max-autotune-no-cudagraphs")):
+    res["max_autotune_us"] = None
+    for key, mode in (("compile_us", None), ("max_autotune_us", "max-autotune-no-cudagraphs"))[:2 if max_autotune else 1]:
         try:
             torch._dynamo.reset()
             cfn = torch.compile(fn, mode=mode)
@@ -299,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--search-cap", type=float, default=None,
                     help="stop every search after this many seconds (the README's settings search some programs to "
                          "the end); recorded in each row")
+    ap.add_argument("--skip-max-autotune", action="store_true",
+                    help="leave torch.compile's max-autotune column empty (its tuning takes minutes per program)")
     ap.add_argument("--workers", type=int, default=None, help="search workers (default: the search's own)")
     a = ap.parse_args(argv)
 
@@ -327,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         try:
             rec = (search_only(p, a.search_cap, settings, log) if a.search_only
-                   else run_gpu(p, a.tune_seconds, a.search_cap, settings, log))
+                   else run_gpu(p, a.tune_seconds, a.search_cap, settings, log, not a.skip_max_autotune))
         except Exception as e:
             traceback.print_exc()
             rec = {"program": p.name, "dtype": p.dtype, "kind": p.kind,
