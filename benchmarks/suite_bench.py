@@ -156,7 +156,10 @@ def run_gpu(p: suite.SuiteProgram, tune_seconds: float, cap: float | None, setti
     is_program = bool(getattr(best, "is_program", False))
     winner = getattr(best, "winner", None)
     rep = getattr(best, "report", None)
-    chosen = rep.best.variant.tag if rep is not None and getattr(rep, "best", None) is not None else None
+    try:  # the tuner's pick; a result that is the program itself may have no variant
+        chosen = rep.best.variant.tag
+    except AttributeError:
+        chosen = None
     log(f"  superoptimize {superopt_s:.1f}s; returned {'the program itself' if is_program else 'a μGraph'} "
         f"({winner or chosen}); tuned latency {getattr(best, 'latency_us', None)}")
 
