@@ -15,7 +15,8 @@ moving half the program's bytes in and half out, as e2e_bench's ``copy_floor_us`
     python benchmarks/suite_bench.py --search-only --workers 1 --search-cap 120 --resume search.jsonl
 
 ``--resume FILE`` appends one JSON record per program as it finishes and skips the programs
-already there, so the suite runs in parts. ``--search-only`` runs only the search
+already there, so the suite runs in parts; a program whose run was killed reads as failed and is
+skipped too, unless ``--retry-failed``. ``--search-only`` runs only the search
 (``superoptimize(tune=False)``, CPU is enough) and reports its seconds and candidates.
 """
 from __future__ import annotations
@@ -41,9 +42,19 @@ CALLS_PER_GRAPH = 40
 
 # ----------------------------------------------------------------------------------- records
 def load_records(path: Path | None) -> list[dict]:
+    """The results in a ``--resume`` file, one per program (the last); a program that started and never
+    finished (the process was killed, e.g. at a command's time limit) reads as a failure that says so."""
     if path is None or not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    last: dict[tuple[str, str], dict] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            key = (r["program"], r.get("mode", "gpu"))
+            if r.get("started"):
+                r = {**r, "error": "started but never finished (killed? it ran past the command's time limit)"}
+            last[key] = r
+    return list(last.values())
 
 
 def append_record(path: Path | None, rec: dict) -> None:
@@ -331,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{len(progs)} programs selected, {len(progs) - len(todo)} already in {a.resume}, {len(todo)} to run")
     for i, p in enumerate(todo, 1):
         log(f"== [{i}/{len(todo)}] {p.name} ({p.dtype}, {p.shapes_text()}; {p.source})")
+        append_record(a.resume, {"program": p.name, "mode": mode, "dtype": p.dtype, "kind": p.kind, "started": True})
         t0 = time.perf_counter()
         try:
             rec = (search_only(p, a.search_cap, settings, log) if a.search_only

@@ -160,3 +160,16 @@ def test_one_suite_program_end_to_end_on_the_gpu(tmp_path):
     again = subprocess.run([sys.executable, str(BENCH / "suite_bench.py"), "--only", name, "--resume", str(rec_file)],
                            env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
     assert "0 to run" in again.stdout and name in again.stdout
+
+
+def test_resume_file_keeps_the_last_record_and_marks_a_killed_run_as_failed(tmp_path):
+    import suite_bench
+
+    f = tmp_path / "r.jsonl"
+    suite_bench.append_record(f, {"program": "a", "mode": "gpu", "started": True})
+    suite_bench.append_record(f, {"program": "a", "mode": "gpu", "returned_us": 3.0})
+    suite_bench.append_record(f, {"program": "b", "mode": "gpu", "started": True})     # killed mid-run
+    suite_bench.append_record(f, {"program": "a", "mode": "search-only", "candidates": 2})
+    recs = {(r["program"], r["mode"]): r for r in suite_bench.load_records(f)}
+    assert recs[("a", "gpu")] == {"program": "a", "mode": "gpu", "returned_us": 3.0}
+    assert "never finished" in recs[("b", "gpu")]["error"] and recs[("a", "search-only")]["candidates"] == 2
