@@ -73,11 +73,11 @@ def read_floor_us(nbytes: int) -> float:
     """Device µs of the fastest plain read of ``nbytes`` (16-byte loads, grid-strided, best of 3 launch shapes).
 
     What reading the program's bytes costs a numba kernel on this GPU, nothing computed or
-    written: on the H100 a 32 MB read takes 15.2 µs at best (benchmarks/splitk_read_bench.py
+    written: on the H100 a 32 MB read takes 15.2 µs at best (benchmarks/probes/splitk_read_bench.py
     --flat sweeps 35 shapes), while a copy moving 16 MB in and 16 MB out takes 12.8 µs.
     """
     from mirage_lab.gpu.numba_compat import cuda
-    from splitk_read_bench import compiled  # the read sweeps' kernel builder (this folder)
+    from probes.splitk_read_bench import compiled  # the read sweeps' kernel builder (benchmarks/probes)
 
     k = compiled(_READ_SRC, "<read floor>")
     w0 = torch.empty(max(4, nbytes // 16 * 4), dtype=torch.int32, device="cuda")

@@ -1,7 +1,7 @@
 """A/B in one process: the mma_b16 RMSNorm 16x4096^2 kernel (512 threads, pw64, depth 1 and 2) with
 ``movt``'s inline asm marked side-effecting (as ``mma_f16`` is) or pure, checked and timed alike.
 
-    python benchmarks/movt_side_effect_probe.py
+    python benchmarks/probes/movt_side_effect_probe.py
 
 H100, 2026-11-24: 19.65-19.81 vs 19.65-19.78 µs (depth 1), 19.01-19.07 vs 19.04-19.10 (depth 2), rel. err
 2.1e-4 for all: the same, so movmatrix, a warp-collective instruction, is kept side-effecting (LLVM may
@@ -9,7 +9,7 @@ neither move it into divergent code nor drop it).
 """
 import sys, tempfile
 from pathlib import Path
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository (mirage_lab)
 import torch
 import mirage_lab as mi
 from mirage_lab.codegen import CodegenOptions, generate_module

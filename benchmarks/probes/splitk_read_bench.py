@@ -10,7 +10,7 @@ a workspace and the last block of each strip (an atomic counter, reset by that b
 
 Device time per launch by ``runtime.profile.time_calls`` (CUDA events, launches queued behind
 a sleep), W rotated over copies (> 2 x L2) so reads come from HBM, median of 300.
-Run on a GPU:  python benchmarks/splitk_read_bench.py
+Run on a GPU:  python benchmarks/probes/splitk_read_bench.py
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository (mirage_lab)
 from mirage_lab.codegen.prelude import HEADER_PACKAGE, PRELUDE  # noqa: E402
 from mirage_lab.gpu.numba_compat import cuda  # noqa: E402  (numba-cuda needs its NumPy shim)
 from mirage_lab.runtime import profile as prof  # noqa: E402

@@ -11,7 +11,7 @@ The probe generates μGraphs with neither, with 1, and with 1 and 2, checks each
 against float64 and times them in one process: CUDA events, inputs rotated over copies larger
 than 2 x L2, plain calls and CUDA-graph replays.
 
-    python benchmarks/codegen_ab_probe.py [--threads 128,256,512] [--graphs gqa_2x256,rmsnorm16]
+    python benchmarks/probes/codegen_ab_probe.py [--threads 128,256,512] [--graphs gqa_2x256,rmsnorm16]
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository (mirage_lab)
 
 import mirage_lab as mi  # noqa: E402
 from mirage_lab.codegen import CodegenOptions, generate_module  # noqa: E402
@@ -32,7 +32,7 @@ from mirage_lab.pipeline import measuring_inputs, with_block_dim  # noqa: E402
 from mirage_lab.runtime.kernel import _import_file  # noqa: E402
 from mirage_lab.runtime.profile import make_copies, relative_error, rotation_copies, time_calls  # noqa: E402
 
-FOUND = Path(__file__).resolve().parent / "found"
+FOUND = Path(__file__).resolve().parents[1] / "found"  # benchmarks/found
 GRAPHS = {"gqa_2x256": lambda: mi.load(str(FOUND / "gqa_2x256x64x4096__searched_cand0.json")),
           "gqa_decode": lambda: mi.load(str(FOUND / "gqa_decode_64x1x128x4096__searched_cand0.json")),
           # the schedules the e2e searches chose (grid 128, 16 iterations)

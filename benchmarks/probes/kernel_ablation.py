@@ -12,7 +12,7 @@ differences").
                         the streamed registers (so the W loads stay)
 * ``W loads only``   — no mma and no staging of X into fragments / shared memory
 
-    python benchmarks/kernel_ablation.py rmsnorm 128 16 512 --mma --pw 64
+    python benchmarks/probes/kernel_ablation.py rmsnorm 128 16 512 --mma --pw 64
 """
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository (mirage_lab)
 
 from mirage_lab.runtime import profile as prof  # noqa: E402
 from mirage_lab.runtime.export import export  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: profile_kernel
 from profile_kernel import lowering, lowering_args  # noqa: E402
 
 FAKE_MMA = '''

@@ -9,7 +9,7 @@ iteration parity, C can go. The probe edits the generated source that way (the s
 lives where the output accumulator s7 goes after the loop: s7 is in registers during it; one
 barrier after the loop guards that reuse), checks it against float64, and times both.
 
-    python benchmarks/attention_barrier_probe.py
+    python benchmarks/probes/attention_barrier_probe.py
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository (mirage_lab)
 
 import mirage_lab as mi  # noqa: E402
 from mirage_lab.codegen import CodegenOptions  # noqa: E402
@@ -29,7 +29,7 @@ from mirage_lab.pipeline import with_block_dim  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from codegen_ab_probe import measure, source  # noqa: E402
 
-FOUND = Path(__file__).resolve().parent / "found"
+FOUND = Path(__file__).resolve().parents[1] / "found"  # benchmarks/found
 
 
 def double_buffer_v(src: str, v_base: int, spare: int) -> str:

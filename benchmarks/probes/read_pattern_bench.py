@@ -9,7 +9,7 @@ variant runs 128 blocks of 512 threads, 16 loop iterations of four 8-byte loads 
 
 Device time per launch by ``runtime.profile.time_calls`` (CUDA events, launches queued behind
 a sleep so host time is not counted), W rotated over copies (> 2 x L2) so every read comes
-from HBM, median of 300. Run on a GPU:  python benchmarks/read_pattern_bench.py
+from HBM, median of 300. Run on a GPU:  python benchmarks/probes/read_pattern_bench.py
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository (mirage_lab)
 from mirage_lab.gpu.numba_compat import cuda  # noqa: E402  (numba-cuda needs its NumPy shim)
 from mirage_lab.runtime import profile as prof  # noqa: E402
 

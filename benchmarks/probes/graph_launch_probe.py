@@ -2,7 +2,7 @@
 updated every call (cuGraphExecKernelNodeSetParams) and launched once (cuGraphLaunch), against
 one cuLaunchKernel per kernel. Host µs per call and wall per synchronous call, on the GPU machine.
 
-    python benchmarks/graph_launch_probe.py
+    python benchmarks/probes/graph_launch_probe.py
 """
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from pathlib import Path
 import torch
 from cuda.bindings import driver as drv
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository (mirage_lab)
 
 import mirage_lab as mi  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: call_path_bench
 from call_path_bench import host_us, programs, wall_sync_us  # noqa: E402
 from mirage_lab.pipeline import measuring_inputs  # noqa: E402
 

@@ -1,0 +1,376 @@
+"""The suite of issue 19: each program from scratch as a user runs it, against torch and the copy floor.
+
+For each program of ``benchmarks/suite`` (real model layers, built with the public API), in one
+process: ``best = program.superoptimize(config, search_seconds=...)`` with the README's settings,
+``best(inputs=xs)`` checked against float64 on fresh inputs, then every contender timed the same
+way: device time per call in one CUDA graph of 40 calls, inputs rotating over copies larger than
+2x L2, CUDA events, median of the graph's replays (``runtime.profile``'s copies and ``time_calls``).
+Contenders: the returned kernel, torch eager, torch.compile (default and max-autotune without its
+own CUDA graphs: the calls are in ours), a library kernel computing the same function where there
+is one (FlashAttention via ``sdpa`` for attention), and the copy floor (a device-to-device copy
+moving half the program's bytes in and half out, as e2e_bench's ``copy_floor_us``).
+
+    python benchmarks/suite_bench.py --list                         # no GPU needed
+    python benchmarks/suite_bench.py --only 'gqa_*' --resume suite.jsonl --out suite.md
+    python benchmarks/suite_bench.py --search-only --workers 1 --search-cap 120 --resume search.jsonl
+
+``--resume FILE`` appends one JSON record per program as it finishes and skips the programs
+already there, so the suite runs in parts; a program whose run was killed reads as failed and is
+skipped too, unless ``--retry-failed``. ``--search-only`` runs only the search
+(``superoptimize(tune=False)``, CPU is enough) and reports its seconds and candidates.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import math
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import suite  # noqa: E402  (benchmarks/suite)
+
+CALLS_PER_GRAPH = 40
+
+
+# ----------------------------------------------------------------------------------- records
+def load_records(path: Path | None) -> list[dict]:
+    """The results in a ``--resume`` file, one per program (the last); a program that started and never
+    finished (the process was killed, e.g. at a command's time limit) reads as a failure that says so."""
+    if path is None or not path.exists():
+        return []
+    last: dict[tuple[str, str], dict] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            key = (r["program"], r.get("mode", "gpu"))
+            if r.get("started"):
+                r = {**r, "error": "started but never finished (killed? it ran past the command's time limit)"}
+            last[key] = r
+    return list(last.values())
+
+
+def append_record(path: Path | None, rec: dict) -> None:
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(rec, default=str) + "\n")
+
+
+# ----------------------------------------------------------------------------------- search only
+def search_only(p: suite.SuiteProgram, cap: float | None, settings: dict, log) -> dict:
+    """Search (no tuning) with the README's settings, stopped at ``cap`` seconds: seconds, first candidate, count."""
+    from mirage_lab.search import CandidateFound, Finished, NoCandidateError
+
+    program = p.build()
+    limit = min(x for x in (p.search_seconds, cap, math.inf) if x is not None)
+    marks: dict[str, Any] = {}
+    t0 = time.perf_counter()
+
+    def on_event(ev: Any) -> None:
+        now = time.perf_counter() - t0
+        if isinstance(ev, CandidateFound) and "first_candidate_s" not in marks:
+            marks["first_candidate_s"] = now
+            log(f"  first candidate at {now:.1f}s")
+        elif isinstance(ev, Finished):
+            marks.update(search_s=now, candidates=ev.stats.candidates, states=ev.stats.states, cancelled=ev.cancelled)
+
+    rec: dict[str, Any] = {"program": p.name, "mode": "search-only", "kind": p.kind, "dtype": p.dtype,
+                           "config": p.config, "readme_search_s": p.search_seconds, "cap_s": cap}
+    try:
+        best = program.superoptimize(p.config, tune=False, search_seconds=None if math.isinf(limit) else limit,
+                                     on_event=on_event, **settings)
+        rec["chosen_kernels"] = len(best.customized_ops)
+    except NoCandidateError as e:
+        rec["error"] = f"NoCandidateError: {str(e)[:200]}"
+    rec.update(marks, total_s=time.perf_counter() - t0,
+               capped=bool(marks.get("cancelled")) and (p.search_seconds is None or limit < p.search_seconds))
+    return rec
+
+
+# ----------------------------------------------------------------------------------- GPU timing
+def graph_time(calls: Sequence[Callable[[], Any]], name: str, repeats: int = 50):
+    """Device µs per call: ``CALLS_PER_GRAPH`` calls (cycling over ``calls``) in one CUDA graph, its replays
+    timed with ``runtime.profile.time_calls`` (CUDA events, median); the Timing is per replay."""
+    from mirage_lab.runtime import profile as prof
+
+    n = len(calls)
+
+    def many() -> None:
+        for i in range(CALLS_PER_GRAPH):
+            calls[i % n]()
+
+    g = prof._capture(many)
+    t = prof.time_calls([g.replay], name=name, repeats=repeats, batch=10)
+    return t.median_us / CALLS_PER_GRAPH, t
+
+
+def copy_floor_us(nbytes: int) -> float:
+    """A device-to-device copy moving ``nbytes`` in all (half read, half written), timed as the contenders."""
+    import torch
+
+    from mirage_lab.runtime import profile as prof
+
+    half = max(8, nbytes // 4)  # float16 elements in half the bytes
+    src = torch.empty(half, dtype=torch.float16, device="cuda")
+    dst = torch.empty_like(src)
+    sets = prof.make_copies([src], prof.rotation_copies([src]))
+    return graph_time([lambda s=s: dst.copy_(s) for (s,) in sets], "copy floor")[0]
+
+
+def time_contender(name: str, fn: Callable[..., Any], sets: list[list[Any]], log) -> float | None:
+    try:
+        us, t = graph_time([lambda s=s: fn(*s) for s in sets], name)
+        log(f"  {name:22s} {us:9.2f} µs/call (replay of {CALLS_PER_GRAPH}: p10 {t.p10_us:.1f}, p90 {t.p90_us:.1f} µs)")
+        return us
+    except Exception as e:  # a baseline that cannot run or be captured leaves its column empty, said why
+        log(f"  {name}: failed: {type(e).__name__}: {str(e)[:300]}")
+        return None
+
+
+def run_gpu(p: suite.SuiteProgram, tune_seconds: float, cap: float | None, settings: dict, log,
+            max_autotune: bool = True) -> dict:
+    import torch
+
+    import mirage_lab as mi
+    from mirage_lab.pipeline import TuneFinished, measuring_inputs
+    from mirage_lab.runtime import profile as prof
+    from mirage_lab.search import CandidateFound, Finished
+
+    program = p.build()
+    search_s = p.search_seconds if cap is None else min(x for x in (p.search_seconds, cap) if x is not None)
+    marks: dict[str, Any] = {}
+    t0 = time.perf_counter()
+
+    def on_event(ev: Any) -> None:
+        now = time.perf_counter() - t0
+        if isinstance(ev, CandidateFound) and "first_candidate_s" not in marks:
+            marks["first_candidate_s"] = now
+        elif isinstance(ev, Finished):
+            marks.update(search_s=now, candidates=ev.stats.candidates, cancelled=ev.cancelled)
+            log(f"  search done at {now:.1f}s: {ev.stats.candidates} candidates{' (stopped)' if ev.cancelled else ''}")
+        elif isinstance(ev, TuneFinished):
+            marks["tune_end_s"] = now
+
+    # the user's path: build, superoptimize with the README's settings, call
+    best = program.superoptimize(p.config, tune_seconds=tune_seconds, search_seconds=search_s, on_event=on_event,
+                                 **settings)
+    superopt_s = time.perf_counter() - t0
+    is_program = bool(getattr(best, "is_program", False))
+    winner = getattr(best, "winner", None)
+    rep = getattr(best, "report", None)
+    try:  # the tuner's pick; a result that is the program itself may have no variant
+        chosen = rep.best.variant.tag
+    except AttributeError:
+        chosen = None
+    log(f"  superoptimize {superopt_s:.1f}s; returned {'the program itself' if is_program else 'a μGraph'} "
+        f"({winner or chosen}); tuned latency {getattr(best, 'latency_us', None)}")
+
+    m = measuring_inputs(program, seed=1)   # fresh inputs (another seed than the tuner's)
+    xs = m.inputs
+    outs = best(inputs=xs)
+    rel = max(prof.relative_error(o, r) for o, r in zip(outs, m.reference))
+    sets = prof.make_copies(xs, prof.rotation_copies(xs))
+    res: dict[str, Any] = {
+        "program": p.name, "mode": "gpu", "model": p.source, "kind": p.kind, "dtype": p.dtype, "phase": p.phase,
+        "shapes": p.shapes_text(), "config": p.config, "search_seconds": search_s, "tune_seconds": tune_seconds,
+        "device": torch.cuda.get_device_name(), "date": str(datetime.date.today()), "superoptimize_s": superopt_s,
+        "search_s": marks.get("search_s"), "first_candidate_s": marks.get("first_candidate_s"),
+        "candidates": marks.get("candidates"), "search_stopped": marks.get("cancelled"),
+        "is_program": is_program, "winner": winner, "chosen": chosen, "tuned_us": getattr(best, "latency_us", None),
+        "rel_err": rel, "input_policy": m.policy,
+    }
+
+    # the returned result, called as the user calls it; its compiled launches if the call cannot be captured
+    res["returned_us"] = time_contender("returned", lambda *s: best(inputs=list(s)), sets, log)
+    if res["returned_us"] is None and getattr(best, "kernel", None) is not None and not is_program:
+        res["returned_us"] = time_contender("returned (launches)", lambda *s: best.kernel.module.run(list(s)), sets, log)
+        res["returned_timed_as"] = "kernel launches (the call could not be captured)"
+    fn = mi.runtime.to_torch_fn(program)
+    res["eager_us"] = time_contender("torch eager", fn, sets, log)
+    res["max_autotune_us"] = None
+    for key, mode in (("compile_us", None), ("max_autotune_us", "max-autotune-no-cudagraphs"))[:2 if max_autotune else 1]:
+        try:
+            torch._dynamo.reset()
+            cfn = torch.compile(fn, mode=mode)
+            tc = time.perf_counter()
+            cfn(*xs)
+            torch.cuda.synchronize()
+            res[key.replace("_us", "_compile_s")] = time.perf_counter() - tc
+            res[key] = time_contender(f"torch.compile {mode or 'default'}", cfn, sets, log)
+        except Exception as e:
+            log(f"  torch.compile {mode}: failed: {type(e).__name__}: {str(e)[:300]}")
+            res[key] = None
+    if p.library:
+        lib_xs, lib_fn = suite.LIBRARIES[p.library](xs)
+        res["library"] = p.library
+        res["library_rel_err"] = max(prof.relative_error(o, r) for o, r in zip([lib_fn(*lib_xs)], m.reference))
+        lib_sets = [suite.LIBRARIES[p.library](s)[0] for s in sets]
+        res["library_us"] = time_contender(f"library ({p.library})", lib_fn, lib_sets, log)
+        del lib_sets
+    nbytes = sum(t.nbytes() for t in program.inputs) + sum(t.nbytes() for t in program.outputs)
+    res["copy_floor_us"] = copy_floor_us(nbytes)
+    res.update(ratios(res))
+    log(f"  rel err {rel:.1e}; returned {fmt(res['returned_us'])} µs, eager {fmt(res['eager_us'])}, compile "
+        f"{fmt(res['compile_us'])}, max-autotune {fmt(res['max_autotune_us'])}, library {fmt(res.get('library_us'))}, "
+        f"floor {fmt(res['copy_floor_us'])}; vs best torch {fmt(res['vs_best_torch'], 2)}x, "
+        f"vs compile {fmt(res['vs_compile'], 2)}x, vs floor {fmt(res['vs_floor'], 2)}x")
+    del sets, best
+    return res
+
+
+def ratios(r: dict) -> dict:
+    ours = r.get("returned_us")
+    torch_best = min((x for x in (r.get("eager_us"), r.get("compile_us")) if x), default=None)
+    div = lambda a, b: a / b if a and b else None  # noqa: E731
+    bar = max(x for x in (0.8 * (r.get("compile_us") or 0), 1.1 * (r.get("copy_floor_us") or 0)))
+    return {"vs_best_torch": div(ours, torch_best), "vs_compile": div(ours, r.get("compile_us")),
+            "vs_floor": div(ours, r.get("copy_floor_us")), "vs_library": div(ours, r.get("library_us")),
+            "target_us": bar or None, "meets_target": bool(ours and bar and ours <= bar)}
+
+
+# ----------------------------------------------------------------------------------- tables
+def fmt(x: Any, nd: int = 1) -> str:
+    return "—" if x is None else f"{x:.{nd}f}"
+
+
+def gpu_table(rows: list[dict]) -> str:
+    head = ("| program | dtype | rel err | superopt. s | **returned µs** | eager | torch.compile | max-autotune | "
+            "library | copy floor | vs best torch | vs compile | vs floor | target µs | winner |")
+    out = [head, "|" + "---|" * 15]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['program']} | {r.get('dtype', '')} | failed: {r['error'][:150]} |" + " |" * 12)
+            continue
+        win = "program" if r.get("is_program") else "μGraph"
+        if r.get("winner"):
+            win += f" ({r['winner']})"
+        lib = "—" if r.get("library_us") is None else f"{r['library_us']:.1f} ({r['library']})"
+        out.append(f"| {r['program']} | {r['dtype']} | {r['rel_err']:.1e} | {r['superoptimize_s']:.0f} | "
+                   f"**{fmt(r['returned_us'])}** | {fmt(r['eager_us'])} | {fmt(r['compile_us'])} | "
+                   f"{fmt(r['max_autotune_us'])} | {lib} | {fmt(r['copy_floor_us'])} | {fmt(r['vs_best_torch'], 2)} | "
+                   f"{fmt(r['vs_compile'], 2)} | {fmt(r['vs_floor'], 2)} | {fmt(r['target_us'])}"
+                   f"{'' if r['meets_target'] else ' (missed)'} | {win} |")
+    ok = [r for r in rows if "error" not in r and r.get("vs_compile")]
+    if ok:
+        gm = math.exp(sum(math.log(r["vs_compile"]) for r in ok) / len(ok))
+        wins = sum(1 for r in ok if not r.get("is_program"))
+        le1 = sum(1 for r in ok if r["vs_best_torch"] is not None and r["vs_best_torch"] <= 1.0)
+        met = sum(1 for r in ok if r["meets_target"])
+        out.append("")
+        out.append(f"{len(ok)} programs timed ({len(rows) - len(ok)} failed or untimed): geometric mean "
+                   f"**{gm:.3f}x torch.compile**; a μGraph won on **{wins}**, the program itself on {len(ok) - wins}; "
+                   f"{le1} at <= 1.00x the better of eager and torch.compile; {met} meet 0.80x compile or 1.10x floor; "
+                   f"worst rel err {max(r['rel_err'] for r in ok):.1e}.")
+    return "\n".join(out)
+
+
+def search_table(rows: list[dict]) -> str:
+    out = ["| program | kind | dtype | config | README search s | cap s | first candidate s | search s | candidates | "
+           "result |", "|" + "---|" * 10]
+    for r in rows:
+        if r.get("candidates"):
+            res = "found"
+        elif r.get("cancelled"):
+            res = "none before the stop"
+        else:
+            res = "none (search ended)" if "search_s" in r else f"failed: {r.get('error', '')[:100]}"
+        out.append(f"| {r['program']} | {r.get('kind')} | {r.get('dtype')} | {r.get('config')} | "
+                   f"{fmt(r.get('readme_search_s'), 0)} | {fmt(r.get('cap_s'), 0)} | {fmt(r.get('first_candidate_s'))} | "
+                   f"{fmt(r.get('search_s'))} | {r.get('candidates', 0)} | {res} |")
+    found = sum(1 for r in rows if r.get("candidates"))
+    out += ["", f"{found} of {len(rows)} programs yield a candidate within their limit."]
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------------- main
+def list_programs() -> str:
+    lines = []
+    for p in suite.PROGRAMS:
+        cfg = f"config={p.config!r}" + (f", search_seconds={p.search_seconds:g}" if p.search_seconds else "")
+        lines.append(f"{p.name:48s} {p.dtype:9s} {p.phase:8s} {p.shapes_text():42s} [{cfg}] {p.source}")
+    return "\n".join(lines) + f"\n{len(suite.PROGRAMS)} programs"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--list", action="store_true", help="one line per program (name, dtype, phase, shapes, settings, "
+                                                        "model); no GPU needed")
+    ap.add_argument("--only", default=None, help="comma-separated names or globs (default: every program)")
+    ap.add_argument("--resume", type=Path, default=None, help="JSONL results file: appended as each program "
+                                                              "finishes; programs already in it are skipped")
+    ap.add_argument("--retry-failed", action="store_true", help="with --resume: run again the programs whose record "
+                                                                "is an error")
+    ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
+    ap.add_argument("--search-only", action="store_true", help="search only (tune=False; CPU is enough)")
+    ap.add_argument("--tune-seconds", type=float, default=60.0, help="superoptimize's tune_seconds (README default 60)")
+    ap.add_argument("--search-cap", type=float, default=None,
+                    help="stop every search after this many seconds (the README's settings search some programs to "
+                         "the end); recorded in each row")
+    ap.add_argument("--skip-max-autotune", action="store_true",
+                    help="leave torch.compile's max-autotune column empty (its tuning takes minutes per program)")
+    ap.add_argument("--workers", type=int, default=None, help="search workers (default: the search's own)")
+    a = ap.parse_args(argv)
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    if a.list:
+        print(list_programs())
+        return 0
+    progs = suite.select(a.only)
+    mode = "search-only" if a.search_only else "gpu"
+    done = [r for r in load_records(a.resume) if r.get("mode") == mode]  # one file may hold both kinds of run
+    keep = {r["program"] for r in done if not (a.retry_failed and "error" in r)}
+    settings = {} if a.workers is None else {"workers": a.workers}
+    if not a.search_only:
+        import torch
+
+        if not torch.cuda.is_available():
+            print("suite_bench needs a CUDA GPU (or --search-only, or --list)", file=sys.stderr)
+            return 2
+        log(f"{datetime.date.today()} {torch.cuda.get_device_name()} torch {torch.__version__}")
+    todo = [p for p in progs if p.name not in keep]
+    log(f"{len(progs)} programs selected, {len(progs) - len(todo)} already in {a.resume}, {len(todo)} to run")
+    for i, p in enumerate(todo, 1):
+        log(f"== [{i}/{len(todo)}] {p.name} ({p.dtype}, {p.shapes_text()}; {p.source})")
+        append_record(a.resume, {"program": p.name, "mode": mode, "dtype": p.dtype, "kind": p.kind, "started": True})
+        t0 = time.perf_counter()
+        try:
+            rec = (search_only(p, a.search_cap, settings, log) if a.search_only
+                   else run_gpu(p, a.tune_seconds, a.search_cap, settings, log, not a.skip_max_autotune))
+        except Exception as e:
+            traceback.print_exc()
+            rec = {"program": p.name, "dtype": p.dtype, "kind": p.kind,
+                   "mode": mode, "error": f"{type(e).__name__}: {e}"}
+        rec["wall_s"] = time.perf_counter() - t0
+        log(f"  done in {rec['wall_s']:.1f}s" + (f": {rec['error'][:200]}" if "error" in rec else ""))
+        done = [r for r in done if r["program"] != p.name] + [rec]
+        append_record(a.resume, rec)
+        if not a.search_only:
+            import torch
+
+            torch._dynamo.reset()
+            gc.collect()
+            torch.cuda.empty_cache()
+    selected = {p.name for p in progs}
+    order = {p.name: i for i, p in enumerate(suite.PROGRAMS)}
+    rows = sorted((r for r in done if r["program"] in selected), key=lambda r: order.get(r["program"], 1 << 30))
+    md = search_table(rows) if a.search_only else gpu_table(rows)
+    print(md, flush=True)
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(md + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

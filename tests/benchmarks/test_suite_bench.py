@@ -1,0 +1,175 @@
+"""The benchmark suite (benchmarks/suite, issue 19): listed without a GPU, every program built with the public
+API, a representative few through search and call on CPU, one through codegen under the CUDA simulator, one
+end to end on a GPU."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import mirage_lab as mi
+from mirage_lab.pipeline import measuring_inputs
+from mirage_lab.search import CancelToken, CandidateFound
+
+from proc_helpers import run_python
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks"
+sys.path.insert(0, str(BENCH))
+import suite  # noqa: E402  (benchmarks/suite)
+
+KINDS = {"norm_linear", "l2_norm_linear", "residual_norm_linear", "gated_mlp", "attention", "qknorm_decode_attention",
+         "qknorm_attention", "lora", "softmax_linear", "ntrans"}
+
+# Narrowed search settings (a user's Mirage-style overrides) that reach a first candidate of the small variant
+# in seconds on a 2-core CPU; the search stops at that candidate.
+NARROW = {
+    "norm": dict(imaps=[(-1, -1, -1), (1, -1, -1)], griddims=[(4, 1, 1)], franges=[4]),
+    "softmax": dict(imaps=[(-1, -1, -1), (0, -1, -1)], griddims=[(4, 1, 1)], franges=[4]),
+    "attention": {},
+}
+# one program per kind that a CPU search reaches quickly; bf16 and fp16 both
+CPU_CASES = [("gqa_decode_llama32_1b_b16_kv2048", "attention"), ("l2norm_linear_ngpt_0_5b_qkv_b32", "norm"),
+             ("softmax_linear_mixtral_router_b64", "softmax")]
+
+
+def _list_lines() -> list[str]:
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, str(BENCH / "suite_bench.py"), "--list"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout.splitlines()
+
+
+def test_list_runs_without_a_gpu_and_names_every_program_with_its_model():
+    lines = _list_lines()
+    body = [ln for ln in lines if ln.split() and ln.split()[0] in {p.name for p in suite.PROGRAMS}]
+    assert len(body) == len(suite.PROGRAMS) >= 24 and lines[-1] == f"{len(suite.PROGRAMS)} programs"
+    for p, ln in zip(suite.PROGRAMS, body):
+        assert ln.split()[:3] == [p.name, p.dtype, p.phase] and p.source in ln and p.shapes_text() in ln
+
+
+def test_the_suite_covers_the_issues_kinds_dtypes_and_shapes():
+    ps = suite.PROGRAMS
+    assert {p.kind for p in ps} == KINDS and {p.dtype for p in ps} == {"float16", "bfloat16"}
+    assert {p.phase for p in ps} == {"decode", "prefill"}
+    attn = [p.shape for p in ps if p.kind == "attention"]
+    assert {a["head_dim"] for a in attn} == {64, 128}
+    assert min(a["kv_len"] for a in attn) <= 512 and max(a["kv_len"] for a in attn) >= 8192
+    ranks = [p.shape["rank"] for p in ps if p.kind == "lora"]
+    assert min(ranks) <= 8 and max(ranks) >= 64
+    assert {p.shape["act"] for p in ps if p.kind == "gated_mlp"} == {"silu", "gelu", "relu"}
+    assert {p.shape["weight"] for p in ps if p.kind == "norm_linear"} == {True, False}
+    # every program says where it comes from, and the settings are the README's
+    for p in ps:
+        assert len(p.source) > 20 and (p.config, p.search_seconds) in {(None, None), ("attention", 30.0), ("lora", 30.0)}
+
+
+@pytest.mark.parametrize("p", suite.PROGRAMS, ids=lambda p: p.name)
+def test_every_program_builds_at_full_and_small_size_with_the_public_api(p):
+    full, small = p.build(), p.build(small=True)
+    assert [t.dtype.name for t in full.inputs] == [p.dtype] * len(full.inputs)
+    assert [op.op_type for op in full.ops] == [op.op_type for op in small.ops]   # the structure is kept
+    assert [t.dims.count(1) for t in full.inputs] == [t.dims.count(1) for t in small.inputs]
+    assert sum(t.numel() for t in small.inputs) < 20_000 and not full.customized_ops
+    assert len(full.outputs) == len(small.outputs) == 1
+
+
+def test_selection_by_name_and_glob_and_a_clear_error():
+    assert [p.name for p in suite.select("gqa_decode_*")] == [p.name for p in suite.PROGRAMS
+                                                              if p.name.startswith("gqa_decode_")]
+    assert len(suite.select("lora_gpt3_q_r8_b4,ntrans_*")) == 3
+    with pytest.raises(mi.MirageLabError, match="--list"):
+        suite.select("no_such_program")
+
+
+def _first_candidate(program, config, **narrow):
+    token = CancelToken()
+
+    def stop(ev):
+        if isinstance(ev, CandidateFound):
+            token.cancel()
+
+    return program.superoptimize(config, tune=False, workers=1, cancel=token, on_event=stop, search_seconds=120,
+                                 **narrow)
+
+
+@pytest.mark.parametrize("name, narrow", CPU_CASES)
+def test_small_variant_superoptimizes_and_calls_correctly_on_cpu(name, narrow):
+    p = suite.by_name(name)
+    g = p.build(small=True)
+    t0 = time.monotonic()
+    best = _first_candidate(g, p.config, **NARROW[narrow])
+    assert best.customized_ops and time.monotonic() - t0 < 90
+    m = measuring_inputs(g, device="cpu", seed=1)
+    (out,) = best(inputs=m.inputs)   # no GPU: the reference interpreter runs the μGraph
+    err = float((out.double() - m.reference[0]).norm() / m.reference[0].norm())
+    assert err < (2e-2 if p.dtype == "bfloat16" else 2e-3), err
+
+
+SIM = textwrap.dedent('''
+    import json, sys, torch
+    sys.path.insert(0, BENCH)
+    import suite
+    from mirage_lab.pipeline import measuring_inputs
+    from mirage_lab.search import CancelToken, CandidateFound
+    p = suite.by_name("rmsnormw_linear_qwen25_7b_qkv_b1")
+    g = p.build(small=True)
+    tok = CancelToken()
+    best = g.superoptimize(p.config, tune=False, workers=1, cancel=tok, search_seconds=120,
+                           on_event=lambda e: tok.cancel() if isinstance(e, CandidateFound) else None,
+                           imaps=[(-1, -1, -1), (1, -1, -1)], griddims=[(4, 1, 1)], franges=[4])
+    m = measuring_inputs(g, device="cpu", seed=1)
+    (out,) = best(inputs=m.inputs)            # the generated kernels, under the CUDA simulator
+    err = float((out.double() - m.reference[0]).norm() / m.reference[0].norm())
+    print("RESULTS " + json.dumps({"err": err, "dtype": str(out.dtype), "sim": best.kernel.simulator,
+                                   "kernels": len(best.customized_ops)}))
+''')
+
+
+def test_a_bf16_program_goes_through_search_codegen_and_call_under_the_simulator(tmp_path):
+    res = run_python(f"BENCH = {str(BENCH)!r}\n" + SIM, tmp_path)
+    assert res["sim"] and res["kernels"] >= 1 and res["dtype"] == "torch.bfloat16"
+    assert res["err"] < 2e-2, res
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_one_suite_program_end_to_end_on_the_gpu(tmp_path):
+    rec_file = tmp_path / "suite.jsonl"
+    name = "rmsnormw_linear_qwen25_7b_qkv_b1"
+    r = subprocess.run([sys.executable, str(BENCH / "suite_bench.py"), "--only", name, "--resume", str(rec_file),
+                        "--tune-seconds", "30", "--search-cap", "90", "--out", str(tmp_path / "suite.md")],
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (rec,) = [json.loads(ln) for ln in rec_file.read_text().splitlines()]
+    assert "error" not in rec, rec
+    assert rec["program"] == name and rec["rel_err"] < 2e-2
+    for key in ("returned_us", "eager_us", "compile_us", "copy_floor_us"):
+        assert rec[key] and rec[key] > 0, key
+    assert rec["vs_compile"] == pytest.approx(rec["returned_us"] / rec["compile_us"])
+    assert "geometric mean" in (tmp_path / "suite.md").read_text()
+    # resumed: the program is skipped, the table still shows it
+    again = subprocess.run([sys.executable, str(BENCH / "suite_bench.py"), "--only", name, "--resume", str(rec_file)],
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
+    assert "0 to run" in again.stdout and name in again.stdout
+
+
+def test_resume_file_keeps_the_last_record_and_marks_a_killed_run_as_failed(tmp_path):
+    import suite_bench
+
+    f = tmp_path / "r.jsonl"
+    suite_bench.append_record(f, {"program": "a", "mode": "gpu", "started": True})
+    suite_bench.append_record(f, {"program": "a", "mode": "gpu", "returned_us": 3.0})
+    suite_bench.append_record(f, {"program": "b", "mode": "gpu", "started": True})     # killed mid-run
+    suite_bench.append_record(f, {"program": "a", "mode": "search-only", "candidates": 2})
+    recs = {(r["program"], r["mode"]): r for r in suite_bench.load_records(f)}
+    assert recs[("a", "gpu")] == {"program": "a", "mode": "gpu", "returned_us": 3.0}
+    assert "never finished" in recs[("b", "gpu")]["error"] and recs[("a", "search-only")]["candidates"] == 2
