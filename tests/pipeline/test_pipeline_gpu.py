@@ -21,8 +21,12 @@ def test_superoptimize_then_call_runs_the_measured_kernel():
     g = ex.rms_norm_linear_program(16, 256, 512)
     best = g.superoptimize(tune_seconds=120, **{**SMALL_SEARCH, "griddims": [(16, 1, 1), (32, 1, 1)]})
     rep = best.report
-    assert rep.timed and rep.best is not None and best.latency_us == rep.best.median_us
-    assert best.kernel.options == rep.best.variant.options and best.kernel.graph is rep.best.variant.graph
+    assert rep.timed and rep.best is not None
+    if best.is_program:  # at this small shape the program's own lowering may win the race
+        assert best.latency_us is not None and best.latency_us <= rep.best.median_us
+    else:
+        assert best.latency_us == rep.best.median_us
+        assert best.kernel.options == rep.best.variant.options and best.kernel.graph is rep.best.variant.graph
     assert rep.input_policy == "randn" and "torch_eager" in rep.baselines
     X = torch.randn(16, 256, device="cuda").half()
     W = torch.randn(256, 512, device="cuda").half()
