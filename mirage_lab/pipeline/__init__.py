@@ -18,9 +18,11 @@ from ..errors import MirageLabError
 from ..ir import hooks
 from ..ir.kernel_graph import KernelGraph
 from ..search import NoCandidateError, SearchResult, run_search, search
+from .cache import CacheHit, CacheWarning, Lookup
 from .autotune import TuneFinished, TuneReport, TuneStarted, VariantDone, VariantResult, autotune, plan_variants
 from .cost_model import Estimate, estimate
 from .inputs import MeasuringInputs, measuring_inputs
+from .progress import ProgressBars, with_progress
 from .result import OptimizedGraph
 from .selection import Candidate, Selection, select_fastest, with_options
 from .variants import Variant, lowering_variants, with_block_dim
@@ -52,7 +54,8 @@ def shortlist(candidates: Sequence[KernelGraph], n: int) -> list[int]:
 def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool | None = None,
                   tune_seconds: float = 60.0, max_candidates: int = 8, inputs: Sequence[Any] | None = None,
                   baselines: str | bool = "eager", compile_workers: int | None = None, search_seconds: float | None = None,
-                  on_event: Callable[[Any], None] | None = None, **search_settings: Any) -> OptimizedGraph:
+                  on_event: Callable[[Any], None] | None = None, cache: bool = True, progress: bool = True,
+                  **search_settings: Any) -> OptimizedGraph:
     """Search for μGraphs equivalent to ``graph``, tune their lowering, return the fastest.
 
     ``tune=None`` tunes where a GPU is present: the ``max_candidates`` candidates the cost
@@ -64,19 +67,47 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
     spaces are too large to finish). Other keyword arguments go to the search (``workers``,
     ``griddims``, ``max_block_ops``...).
 
+    ``cache``: reuse and store the search and the tuning in the persistent cache
+    (:mod:`mirage_lab.pipeline.cache`, ``mi.cache``); a repeat call returns the stored winner,
+    and on another GPU only the tuning runs again. ``progress``: draw progress bars
+    (``tqdm.auto``: a widget in Jupyter, text in a terminal) and say where a cached result came from.
+
         >>> best = superoptimize(g, workers=2, tune=False)      # doctest: +SKIP
         >>> best.search_result.stats.candidates                 # doctest: +SKIP
         3
     """
-    if search_seconds is not None:
-        on_event = _stop_after(search_seconds, search_settings, on_event)
-    res = run_search(graph, config, on_event=on_event, **search_settings)
-    if not res.candidates:
-        res.best  # raises NoCandidateError with the search's numbers
+    bars = ProgressBars() if progress else None
+    on_event = with_progress(on_event, bars)
+    try:
+        lookup = Lookup(graph, config, search_settings, search_seconds=search_seconds, enabled=cache,
+                        say=print if progress else None, on_event=on_event)
+        res = lookup.search()
+        if res is None:
+            run_on = _stop_after(search_seconds, search_settings, on_event) if search_seconds is not None else on_event
+            res = run_search(graph, config, on_event=run_on, **search_settings)
+            lookup.save_search(res)
+        if not res.candidates:
+            res.best  # raises NoCandidateError with the search's numbers
+        if tune is None:
+            tune = gpu_available()
+        best = lookup.tuned(res, tune=tune, max_candidates=max_candidates, tune_seconds=tune_seconds,
+                            baselines=baselines, inputs=inputs)
+        if best is None:
+            best, picks = _tune(graph, res, tune=tune, tune_seconds=tune_seconds, max_candidates=max_candidates,
+                                inputs=inputs, baselines=baselines, compile_workers=compile_workers, on_event=on_event)
+            lookup.save_tuned(best, picks)
+        return best
+    finally:
+        if bars is not None:
+            bars.close()
+
+
+def _tune(graph: KernelGraph, res: SearchResult, *, tune: bool, tune_seconds: float, max_candidates: int,
+          inputs: Sequence[Any] | None, baselines: str | bool, compile_workers: int | None,
+          on_event: Callable[[Any], None] | None) -> tuple[OptimizedGraph, list[int]]:
+    """The shortlist tuned (or, with ``tune=False``, the cost model's pick); the winner and the shortlist."""
     picks = shortlist(res.candidates, max_candidates) or list(range(min(max_candidates, len(res.candidates))))
     chosen = [res.candidates[i] for i in picks]
-    if tune is None:
-        tune = gpu_available()
     report = None
     if tune:
         report = autotune(graph, chosen, tune_seconds=tune_seconds, workers=compile_workers, inputs=inputs,
@@ -89,12 +120,13 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
                 from ..runtime.kernel import compile as rt_compile
 
                 kernel = rt_compile(v.graph, options=v.options)
-            return OptimizedGraph(v.graph, v.options, program=graph, search_result=res, report=report, kernel=kernel)
+            return OptimizedGraph(v.graph, v.options, program=graph, search_result=res, report=report,
+                                  kernel=kernel), picks
         errors = "; ".join(f"{r.variant.tag}: {r.error}" for r in report.results[:3])
         warnings.warn(f"superoptimize: no lowering variant compiled and passed the check ({errors}); "
-                      "returning the cost model's pick, unmeasured", RuntimeWarning, stacklevel=2)
+                      "returning the cost model's pick, unmeasured", RuntimeWarning, stacklevel=3)
     v, _ = plan_variants(chosen)[0]
-    return OptimizedGraph(v.graph, v.options, program=graph, search_result=res, report=report)
+    return OptimizedGraph(v.graph, v.options, program=graph, search_result=res, report=report), picks
 
 
 def _stop_after(seconds: float, settings: dict[str, Any], on_event: Callable[[Any], None] | None) -> Callable[[Any], None]:
@@ -126,4 +158,4 @@ hooks.install(call=_call, search=search, superoptimize=superoptimize)
 __all__ = ["superoptimize", "autotune", "OptimizedGraph", "TuneReport", "VariantResult", "TuneStarted", "VariantDone",
            "TuneFinished", "Variant", "lowering_variants", "with_block_dim", "estimate", "Estimate", "plan_variants",
            "measuring_inputs", "MeasuringInputs", "gpu_available", "shortlist", "SearchResult", "NoCandidateError",
-           "select_fastest", "Selection", "Candidate", "with_options"]
+           "select_fastest", "Selection", "Candidate", "with_options", "CacheHit", "CacheWarning", "ProgressBars"]

@@ -27,6 +27,8 @@ class OptimizedGraph:
     ``customized_ops``, ``to_json``, ``content_hash``...) are the μGraph's.
     """
 
+    from_cache: str | None = None   # the cache entry it was loaded from (mirage_lab.pipeline.cache), if any
+
     def __init__(self, graph: KernelGraph, options: CodegenOptions, *, program: KernelGraph,
                  search_result: Any = None, report: Any = None, kernel: Any = None) -> None:
         self.graph = graph
