@@ -43,8 +43,8 @@ class ProgressBars:
             r = ev.result
             if r.ok and r.median_us < self.best_us:
                 self.best_us, self.best_tag = r.median_us, r.variant.tag
+            self.tune.set_postfix_str(self._best(), refresh=False)   # drawn by the update
             self.tune.update(max(0, ev.done - self.tune.n))
-            self.tune.set_postfix_str(self._best(), refresh=False)
         elif isinstance(ev, TuneFinished) and self.tune is not None:
             self.tune.set_postfix_str(self._final(ev.report), refresh=True)
             self.close()
@@ -55,11 +55,11 @@ class ProgressBars:
         b = self.search
         if stats.subtrees_total and b.total != stats.subtrees_total:
             b.total = stats.subtrees_total
-        b.update(max(0, stats.subtrees_done - b.n))
         # a candidate's event carries its worker's counters: the bar shows the largest seen
         self.states = max(self.states, stats.states)
         self.candidates = max(self.candidates, stats.candidates)
         b.set_postfix_str(f"{self.states:,} states, {self.candidates} candidates", refresh=done)
+        b.update(max(0, stats.subtrees_done - b.n))   # draws the postfix too
         if done:
             self._close_search()
 
