@@ -255,7 +255,16 @@ class Lookup:
         self.say = say or (lambda line: None)
         self.emit = on_event or (lambda ev: None)
         self.search_seconds = search_seconds
-        self.skey = search_key(graph, config, settings, search_seconds) if enabled else None
+        self.skey = None
+        if enabled:
+            from ..search import SearchConfigError
+
+            try:
+                self.skey = search_key(graph, config, settings, search_seconds)
+            except SearchConfigError:
+                raise
+            except Exception:  # a program the search refuses: its own error, from the search, says why
+                self.enabled = False
         self.tkey: dict[str, Any] | None = None
 
     # the search layer
