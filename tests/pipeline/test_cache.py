@@ -280,3 +280,31 @@ def test_a_cached_report_survives_a_new_process_and_prints_where_it_came_from(tm
     assert len(said) == 1 and res[1]["from"] in said[0] and "CUDA simulator" in said[0]
     assert "tuning" in outs[0].stderr and "search" in outs[0].stderr      # the first run's bars
     assert "tuning:" not in outs[1].stderr and "search:" not in outs[1].stderr
+
+
+COMPILED = '''
+import json
+from mirage_lab import examples as ex
+from mirage_lab.pipeline import OptimizedGraph
+from mirage_lab.pipeline.cache import Lookup
+from mirage_lab.runtime.kernel import compile as rt_compile
+from mirage_lab.codegen import CodegenOptions
+prog = ex.rms_norm_linear_program(4, 64, 64)
+fused = ex.rms_norm_linear_fused(4, 64, 64, grid=4, forloop_range=4)
+opts = CodegenOptions(max_stream_acc=64)
+settings = dict(workers=1)
+lk = Lookup(prog, None, dict(settings), search_seconds=None)
+assert lk.tuned(None, tune=False, max_candidates=1, tune_seconds=1.0, baselines=False, inputs=None) is None
+lk.save_tuned(OptimizedGraph(fused, opts, program=prog, kernel=rt_compile(fused, options=opts)), [0])
+back = Lookup(prog, None, dict(settings), search_seconds=None).tuned(
+    "RES", tune=False, max_candidates=1, tune_seconds=1.0, baselines=False, inputs=None)
+print("RESULTS " + json.dumps({"compiled": back._kernel is not None, "opts": back.kernel.options.tag(),
+      "same": back.kernel.graph.content_hash() == fused.content_hash(), "res": back.search_result}))
+'''
+
+
+def test_a_winner_stored_compiled_is_compiled_on_load(tmp_path):
+    from proc_helpers import run_python
+
+    r = run_python(COMPILED, tmp_path, timeout=600)
+    assert r == {"compiled": True, "opts": "pw0-regNone-acc64", "same": True, "res": "RES"}
