@@ -221,7 +221,7 @@ def store(key: dict[str, Any], obj: Any) -> Path | None:
         return None
     entry = {"format": FORMAT, "key": key, "created": time.time(), "payload": payload,
              "payload_sha256": _digest(payload)}
-    text = json.dumps(entry, allow_nan=False)
+    text = json.dumps(entry)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(path) + ".lock", timeout=60):

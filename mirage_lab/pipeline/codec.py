@@ -143,8 +143,11 @@ def _hashable(k: Any) -> Any:
 
 
 def dumps(obj: Any) -> str:
-    """Canonical JSON text of already-encoded data (sorted keys; the same data gives the same text)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    """Canonical JSON text of already-encoded data (sorted keys; the same data gives the same text).
+
+    A key may hold ``inf`` (``tune_seconds=float("inf")``): written as ``Infinity``, which Python reads back.
+    """
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
 __all__ = ["encode", "decode", "dumps", "CodecError"]

@@ -108,6 +108,9 @@ def test_the_tuning_key_names_the_gpu_and_its_versions_and_the_search_key_does_n
     monkeypatch.setattr(mc, "device_info", lambda: dict(gpu))
     assert mc.tuning_key(skey, **{**tune, "tune_seconds": 30.0}) != base
     assert mc.tuning_key(skey, **tune) == base
+    unbounded = mc.tuning_key(skey, **{**tune, "tune_seconds": float("inf")})   # a key may hold inf
+    assert mc.store(unbounded, {"x": float("inf")}) is not None and mc.load(unbounded)[0] == {"x": float("inf")}
+    assert mc.load(base) is None
 
 
 def test_a_corrupt_entry_is_ignored_with_a_warning_and_rebuilt():
