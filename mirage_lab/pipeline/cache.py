@@ -285,9 +285,9 @@ class Lookup:
         return res
 
     def save_search(self, res: Any) -> None:
-        """Store a finished search (a search cut short by ``search_seconds`` too: that is in the key)."""
-        if not self.enabled or res.errors or (res.cancelled and self.search_seconds is None):
-            return  # lost subtrees or a cancel by the caller: not a result to reuse
+        """Store a finished search (one cut short by ``search_seconds`` too, that being in the key, if it found any)."""
+        if not self.enabled or res.errors or (res.cancelled and (self.search_seconds is None or not res.candidates)):
+            return  # lost subtrees, a cancel by the caller, or nothing found in time (a faster run may): not reused
         store(self.skey, {f.name: getattr(res, f.name) for f in dataclasses.fields(res)
                           if f.name not in ("program", "measurements")})
 

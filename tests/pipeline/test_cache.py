@@ -311,3 +311,21 @@ def test_a_winner_stored_compiled_is_compiled_on_load(tmp_path):
 
     r = run_python(COMPILED, tmp_path, timeout=600)
     assert r == {"compiled": True, "opts": "pw0-regNone-acc64", "same": True, "res": "RES"}
+
+
+def test_a_search_cut_short_is_kept_under_its_seconds_unless_it_found_nothing():
+    from mirage_lab.search import NoCandidateError
+
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    _, events = run(g, search_seconds=600)                       # finishes well inside: kept under that key
+    assert searched(events) and len(entries("search")) == 1
+    _, events = run(ex.rms_norm_linear_program(4, 64, 64), search_seconds=600)
+    assert hits(events) == ["search", "tuning"]
+    from mirage_lab.search import CancelToken
+
+    for _ in range(2):                                          # cut before it found any: nothing kept
+        token = CancelToken()
+        token.cancel()
+        with pytest.raises(NoCandidateError):
+            run(ex.rms_norm_linear_program(4, 64, 64), search_seconds=1.0, cancel=token)
+    assert len(entries("search")) == 1
