@@ -55,7 +55,7 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
                   tune_seconds: float = 60.0, max_candidates: int = 8, inputs: Sequence[Any] | None = None,
                   baselines: str | bool = "eager", compile_workers: int | None = None, search_seconds: float | None = None,
                   on_event: Callable[[Any], None] | None = None, cache: bool = True, progress: bool = True,
-                  **search_settings: Any) -> OptimizedGraph:
+                  cluster: Any = None, **search_settings: Any) -> OptimizedGraph:
     """Search for μGraphs equivalent to ``graph``, tune their lowering, return the fastest.
 
     ``tune=None`` tunes where a GPU is present: the ``max_candidates`` candidates the cost
@@ -71,6 +71,8 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
     (:mod:`mirage_lab.pipeline.cache`, ``mi.cache``); a repeat call returns the stored winner,
     and on another GPU only the tuning runs again. ``progress``: draw progress bars
     (``tqdm.auto``: a widget in Jupyter, text in a terminal) and say where a cached result came from.
+    ``cluster``: a Dask ``Client`` (or scheduler address) whose ``GPU`` workers tune shares of the
+    candidates (:mod:`.distributed`, docs/scaling.md); this process then needs no GPU.
 
         >>> best = superoptimize(g, workers=2, tune=False)      # doctest: +SKIP
         >>> best.search_result.stats.candidates                 # doctest: +SKIP
@@ -89,12 +91,19 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
         if not res.candidates:
             res.best  # raises NoCandidateError with the search's numbers
         if tune is None:
-            tune = gpu_available()
+            tune = gpu_available() or cluster is not None
+        device = None
+        if cluster is not None and tune:
+            from .distributed import client_for, cluster_device
+
+            cluster = client_for(cluster)
+            device = cluster_device(cluster)  # the workers' GPU keys the tuning, not this machine's
         best = lookup.tuned(res, tune=tune, max_candidates=max_candidates, tune_seconds=tune_seconds,
-                            baselines=baselines, inputs=inputs)
+                            baselines=baselines, inputs=inputs, device=device)
         if best is None:
             best, picks = _tune(graph, res, tune=tune, tune_seconds=tune_seconds, max_candidates=max_candidates,
-                                inputs=inputs, baselines=baselines, compile_workers=compile_workers, on_event=on_event)
+                                inputs=inputs, baselines=baselines, compile_workers=compile_workers, on_event=on_event,
+                                cluster=cluster)
             lookup.save_tuned(best, picks)
         return best
     finally:
@@ -104,19 +113,25 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
 
 def _tune(graph: KernelGraph, res: SearchResult, *, tune: bool, tune_seconds: float, max_candidates: int,
           inputs: Sequence[Any] | None, baselines: str | bool, compile_workers: int | None,
-          on_event: Callable[[Any], None] | None) -> tuple[OptimizedGraph, list[int]]:
+          on_event: Callable[[Any], None] | None, cluster: Any = None) -> tuple[OptimizedGraph, list[int]]:
     """The shortlist tuned (or, with ``tune=False``, the cost model's pick); the winner and the shortlist."""
     picks = shortlist(res.candidates, max_candidates) or list(range(min(max_candidates, len(res.candidates))))
     chosen = [res.candidates[i] for i in picks]
     report = None
     if tune:
-        report = autotune(graph, chosen, tune_seconds=tune_seconds, workers=compile_workers, inputs=inputs,
-                          baselines=baselines, on_event=on_event)
+        if cluster is not None:
+            from .distributed import autotune_on_cluster
+
+            report = autotune_on_cluster(graph, chosen, cluster, tune_seconds=tune_seconds, workers=compile_workers,
+                                         inputs=inputs, baselines=baselines, on_event=on_event)
+        else:
+            report = autotune(graph, chosen, tune_seconds=tune_seconds, workers=compile_workers, inputs=inputs,
+                              baselines=baselines, on_event=on_event)
         res.measurements = report.latency_rows(picks)  # numbered as the search found them
         if report.best is not None:
             v = report.best.variant
             kernel = None
-            if report.timed:
+            if report.timed and gpu_available():  # (a cluster's caller may have no GPU: compiled where first called)
                 from ..runtime.kernel import compile as rt_compile
 
                 kernel = rt_compile(v.graph, options=v.options)

@@ -153,14 +153,18 @@ def search_key(graph: KernelGraph, config: str | None, settings: dict[str, Any],
 
 
 def tuning_key(search: dict[str, Any], *, tune: bool, max_candidates: int, tune_seconds: float,
-               baselines: str | bool, inputs: Sequence[Any] | None) -> dict[str, Any]:
-    """The tuning layer's key: the search key, the tuning settings, codegen and (when tuning) the device."""
+               baselines: str | bool, inputs: Sequence[Any] | None,
+               device: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The tuning layer's key: the search key, the tuning settings, codegen and (when tuning) the device.
+
+    ``device``: where the timing happens (a cluster's GPU workers); default :func:`device_info` here.
+    """
     from ..codegen import CODEGEN_VERSION
 
     key: dict[str, Any] = {"layer": "tuning", "search": _digest(search), "tune": bool(tune),
                            "max_candidates": max_candidates, "codegen": CODEGEN_VERSION, "mirage_lab": _version()}
     if tune:
-        key.update(tune_seconds=tune_seconds, baselines=baselines, device=device_info(),
+        key.update(tune_seconds=tune_seconds, baselines=baselines, device=device or device_info(),
                    inputs=None if inputs is None else _tensors_digest(inputs))
     return key
 
@@ -314,7 +318,9 @@ class Lookup:
             report = best.__dict__.get("report")
             if report is not None:
                 res.measurements = report.latency_rows(payload["picks"])
-            if payload["compiled"]:
+            from . import gpu_available
+
+            if payload["compiled"] and gpu_available():  # (a cluster's caller may have none: compiled on first call)
                 from ..runtime.kernel import compile as rt_compile
 
                 best._kernel = rt_compile(best.graph, options=best.options)  # numba's disk cache: seconds at most

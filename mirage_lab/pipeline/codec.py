@@ -65,7 +65,8 @@ class _Encoder:
                 raise CodecError(f"cannot store a {cls.__module__}.{cls.__qualname__} (not a mirage_lab record)")
             n = self._shared(o, {})
             n["__dataclass__"] = f"{cls.__module__}:{cls.__qualname__}"
-            n["fields"] = {f.name: self.enc(getattr(o, f.name)) for f in dataclasses.fields(o)}
+            # a list, not an object: the order is the order of definition, which sorted keys would break
+            n["fields"] = [[f.name, self.enc(getattr(o, f.name))] for f in dataclasses.fields(o)]
             return n
         raise CodecError(f"cannot store a {type(o).__module__}.{type(o).__qualname__} as JSON")
 
@@ -124,10 +125,14 @@ class _Decoder:
         if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
             raise CodecError(f"{d['__dataclass__']!r} is not a dataclass")
         known = {f.name: f for f in dataclasses.fields(cls)}
-        stored = d.get("fields", {})
-        if not isinstance(stored, dict) or set(stored) - set(known):
-            raise CodecError(f"stored {qual} has fields {sorted(set(stored) - set(known))} this version lacks")
-        values = {k: self.dec(v) for k, v in stored.items()}
+        try:
+            stored = [(str(k), v) for k, v in d.get("fields", [])]
+        except (TypeError, ValueError) as e:
+            raise CodecError(f"stored {qual} has malformed fields") from e
+        extra = {k for k, _ in stored} - set(known)
+        if extra:
+            raise CodecError(f"stored {qual} has fields {sorted(extra)} this version lacks")
+        values = {k: self.dec(v) for k, v in stored}
         try:  # through __init__, so its checks run; fields added since the record was written take their defaults
             obj = cls(**{k: v for k, v in values.items() if known[k].init})
         except (TypeError, ValueError) as e:

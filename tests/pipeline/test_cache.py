@@ -17,7 +17,7 @@ import mirage_lab as mi
 from mirage_lab import examples as ex
 from mirage_lab.pipeline import cache as mc
 from mirage_lab.pipeline.cache import CacheHit, CacheWarning
-from mirage_lab.pipeline.codec import CodecError, decode, encode
+from mirage_lab.pipeline.codec import CodecError, decode, dumps, encode
 from mirage_lab.search import Finished
 from pipe_helpers import ROOT, SMALL_SEARCH
 
@@ -148,14 +148,14 @@ def test_stored_records_build_only_mirage_lab_dataclasses():
     with pytest.raises(CodecError, match="not a mirage_lab record"):
         decode({"__dataclass__": "subprocess:Popen", "fields": {"args": "true"}})
     with pytest.raises(CodecError, match="lacks"):
-        decode({"__dataclass__": "mirage_lab.codegen.plan:CodegenOptions", "fields": {"no_such_field": 1}})
+        decode({"__dataclass__": "mirage_lab.codegen.plan:CodegenOptions", "fields": [["no_such_field", 1]]})
     with pytest.raises(CodecError, match="cannot store"):
         encode({"f": object()})
 
 
 def test_report_fields_round_trip_with_shared_objects_and_added_fields():
     from mirage_lab.codegen import CodegenOptions
-    from mirage_lab.pipeline import Variant, VariantResult
+    from mirage_lab.pipeline import TuneReport, Variant, VariantResult
     from mirage_lab.pipeline.cost_model import Estimate
     from mirage_lab.runtime.profile import Timing
 
@@ -163,9 +163,10 @@ def test_report_fields_round_trip_with_shared_objects_and_added_fields():
     r = VariantResult(Variant(0, g, CodegenOptions(mma=True), 128, "k", 3.5),
                       Estimate(3.5, 3.0, 0.5, 1, 0.1), compile_s=1.5, rel_err=1e-4,
                       timings={"cuda_graph": Timing("v", "cuda_graph", 4.0, 3.9, float("inf"), 100)})
-    back = decode(json.loads(json.dumps(encode({"results": [r], "best": r}))))
-    assert back["best"] is back["results"][0]                             # one object, as before
-    b = back["best"]
+    rep = TuneReport([r], r, {}, 1.0, "randn", 1.0, 60.0, 0, "NVIDIA H100", timed=True)
+    back = decode(json.loads(dumps(encode(rep))))        # sorted keys (as digests see it): "best" before "results"
+    assert back.best is back.results[0]                                    # one object, as before
+    b = back.best
     assert b.variant.graph.content_hash() == g.content_hash() and b.variant.options == r.variant.options
     assert b.timings["cuda_graph"].p90_us == float("inf") and b.median_us == 4.0 and b.estimate == r.estimate
 
