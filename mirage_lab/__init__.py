@@ -18,6 +18,7 @@ from . import lab  # noqa: E402  (mi.lab.explore: the search widget; ipywidgets 
 from . import search  # noqa: E402  (mi.search.search / run_search; the search API)
 from . import pipeline  # noqa: E402  (search -> autotune -> compiled result; installs KernelGraph's conveniences)
 from .pipeline import OptimizedGraph, superoptimize  # noqa: E402
+from .pipeline import cache  # noqa: E402  (mi.cache.info() / mi.cache.clear(): superoptimize's persistent cache)
 
 __version__ = "0.1.0"
 
@@ -26,5 +27,5 @@ __all__ = [
     "new_kernel_graph", "new_threadblock_graph", "KernelGraph", "BlockGraph", "ThreadGraph", "DTensor", "STensor",
     "DType", "float16", "bfloat16", "float32", "run_reference", "from_json", "load", "save", "draw", "inspect",
     "compare", "MIME_TYPE",
-    "superoptimize", "OptimizedGraph", "pipeline", "search", "verify", "expr", "runtime", "lab",
+    "superoptimize", "OptimizedGraph", "cache", "pipeline", "search", "verify", "expr", "runtime", "lab",
 ]

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
+import tempfile
 
 import pytest
 
 # Tests must never grab a GPU by accident nor spawn one thread per core on a 2-core CI box.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+# superoptimize caches its results and kernels (mirage_lab.pipeline.cache): tests, and the notebooks
+# and subprocesses they start, use a folder of this session's own, never the user's ~/.cache.
+_CACHE = tempfile.mkdtemp(prefix="mirage_lab_test_cache_")
+os.environ["MIRAGE_LAB_CACHE"] = _CACHE
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -21,9 +21,11 @@ from ..ir.kernel_graph import KernelGraph
 from ..search import NoCandidateError, SearchResult, run_search, search
 from .autotune import (ProgramDone, TuneFinished, TuneReport, TuneStarted, VariantDone, VariantResult, autotune,
                        plan_variants)
+from .cache import CacheHit, CacheWarning, Lookup
+from .contenders import CudaGraphTimer, ProgramResult, Timer
 from .cost_model import Estimate, estimate
 from .inputs import MeasuringInputs, measuring_inputs
-from .contenders import CudaGraphTimer, ProgramResult, Timer
+from .progress import ProgressBars, with_progress
 from .result import OptimizedGraph, result_from_report
 from .selection import Candidate, Selection, select_fastest, with_options
 from .variants import Variant, lowering_variants, with_block_dim
@@ -55,7 +57,8 @@ def shortlist(candidates: Sequence[KernelGraph], n: int) -> list[int]:
 def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool | None = None,
                   tune_seconds: float = 60.0, max_candidates: int = 8, inputs: Sequence[Any] | None = None,
                   baselines: str | bool = "eager", compile_workers: int | None = None, search_seconds: float | None = None,
-                  on_event: Callable[[Any], None] | None = None, **search_settings: Any) -> OptimizedGraph:
+                  on_event: Callable[[Any], None] | None = None, cache: bool = True, progress: bool = True,
+                  cluster: Any = None, **search_settings: Any) -> OptimizedGraph:
     """Search for μGraphs equivalent to ``graph``, race their lowerings against the program, return the fastest.
 
     ``tune=None`` tunes where a GPU is present: the ``max_candidates`` candidates the cost
@@ -71,6 +74,13 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
     spaces are too large to finish). Other keyword arguments go to the search (``workers``,
     ``griddims``, ``max_block_ops``...).
 
+    ``cache``: reuse and store the search and the tuning in the persistent cache
+    (:mod:`mirage_lab.pipeline.cache`, ``mi.cache``); a repeat call returns the stored winner,
+    and on another GPU only the tuning runs again. ``progress``: draw progress bars
+    (``tqdm.auto``: a widget in Jupyter, text in a terminal) and say where a cached result came from.
+    ``cluster``: a Dask ``Client`` (or scheduler address) whose ``GPU`` workers tune shares of the
+    candidates (:mod:`.distributed`, docs/scaling.md); this process then needs no GPU.
+
         >>> best = superoptimize(g, workers=2, tune=False)      # doctest: +SKIP
         >>> best.search_result.stats.candidates                 # doctest: +SKIP
         3
@@ -78,22 +88,58 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
         >>> best.winner, best.latency_us, best.speedup          # doctest: +SKIP
         ('μGraph', 16.5, 1.74)
     """
-    if search_seconds is not None:
-        on_event = _stop_after(search_seconds, search_settings, on_event)
-    res = run_search(graph, config, on_event=on_event, **search_settings)
-    if tune is None:
-        tune = gpu_available()
-    if not res.candidates and not tune:
-        res.best  # raises NoCandidateError with the search's numbers (with a GPU, the program itself races alone)
+    bars = ProgressBars() if progress else None
+    on_event = with_progress(on_event, bars)
+    try:
+        lookup = Lookup(graph, config, search_settings, search_seconds=search_seconds, enabled=cache,
+                        say=print if progress else None, on_event=on_event)
+        res = lookup.search()
+        if res is None:
+            run_on = _stop_after(search_seconds, search_settings, on_event) if search_seconds is not None else on_event
+            res = run_search(graph, config, on_event=run_on, **search_settings)
+            lookup.save_search(res)
+        if tune is None:
+            tune = gpu_available() or cluster is not None
+        if not res.candidates and not tune:
+            res.best  # raises NoCandidateError with the search's numbers (when tuning, the program races alone)
+        device = None
+        if cluster is not None and tune:
+            from .distributed import client_for, cluster_device
+
+            cluster = client_for(cluster)
+            device = cluster_device(cluster)  # the workers' GPU keys the tuning, not this machine's
+        best = lookup.tuned(res, tune=tune, max_candidates=max_candidates, tune_seconds=tune_seconds,
+                            baselines=baselines, inputs=inputs, device=device)
+        if best is None:
+            best, picks = _tune(graph, res, tune=tune, tune_seconds=tune_seconds, max_candidates=max_candidates,
+                                inputs=inputs, baselines=baselines, compile_workers=compile_workers, on_event=on_event,
+                                cluster=cluster)
+            lookup.save_tuned(best, picks)
+        return best
+    finally:
+        if bars is not None:
+            bars.close()
+
+
+def _tune(graph: KernelGraph, res: SearchResult, *, tune: bool, tune_seconds: float, max_candidates: int,
+          inputs: Sequence[Any] | None, baselines: str | bool, compile_workers: int | None,
+          on_event: Callable[[Any], None] | None, cluster: Any = None) -> tuple[OptimizedGraph, list[int]]:
+    """The shortlist tuned (or, with ``tune=False``, the cost model's pick); the winner and the shortlist."""
     picks = shortlist(res.candidates, max_candidates) or list(range(min(max_candidates, len(res.candidates))))
     chosen = [res.candidates[i] for i in picks]
     if tune:
-        report = autotune(graph, chosen, tune_seconds=tune_seconds, workers=compile_workers, inputs=inputs,
-                          baselines=baselines, on_event=on_event)
+        if cluster is not None:
+            from .distributed import autotune_on_cluster
+
+            report = autotune_on_cluster(graph, chosen, cluster, tune_seconds=tune_seconds, workers=compile_workers,
+                                         inputs=inputs, baselines=baselines, on_event=on_event)
+        else:
+            report = autotune(graph, chosen, tune_seconds=tune_seconds, workers=compile_workers, inputs=inputs,
+                              baselines=baselines, on_event=on_event)
         res.measurements = report.latency_rows(picks)  # numbered as the search found them
-        return result_from_report(graph, res, report)
+        return result_from_report(graph, res, report), picks
     v, _ = plan_variants(chosen)[0]
-    return OptimizedGraph(v.graph, v.options, program=graph, search_result=res)
+    return OptimizedGraph(v.graph, v.options, program=graph, search_result=res), picks
 
 
 def _stop_after(seconds: float, settings: dict[str, Any], on_event: Callable[[Any], None] | None) -> Callable[[Any], None]:
@@ -126,4 +172,4 @@ __all__ = ["superoptimize", "autotune", "OptimizedGraph", "TuneReport", "Variant
            "TuneFinished", "Variant", "lowering_variants", "with_block_dim", "estimate", "Estimate", "plan_variants",
            "measuring_inputs", "MeasuringInputs", "gpu_available", "shortlist", "SearchResult", "NoCandidateError",
            "select_fastest", "Selection", "Candidate", "with_options", "ProgramResult", "ProgramDone", "Timer", "CudaGraphTimer",
-           "result_from_report"]
+           "result_from_report", "CacheHit", "CacheWarning", "ProgressBars"]

@@ -72,7 +72,7 @@ class ProgramResult:
     """One of the program's own lowerings in the race: its check and timings (µs)."""
 
     lowering: str                       # "torch" | "torch.compile" | "program" (a program with customized ops)
-    runner: Any = field(default=None, repr=False)   # callable like a compiled kernel: runner(inputs, graph=...)
+    runner: Any = field(default=None, repr=False, metadata={"stored": False})  # callable like a compiled kernel: runner(inputs, graph=...); rebuilt, never stored
     compile_s: float | None = None
     rel_err: float | None = None
     error: str | None = None

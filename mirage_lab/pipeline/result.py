@@ -38,6 +38,8 @@ class OptimizedGraph:
     ``outputs``, ``ops``, ``customized_ops``, ``to_json``, ``content_hash``...) are the graph's.
     """
 
+    from_cache: str | None = None   # the cache entry it was loaded from (mirage_lab.pipeline.cache), if any
+
     def __init__(self, graph: KernelGraph, options: CodegenOptions, *, program: KernelGraph,
                  search_result: Any = None, report: Any = None, kernel: Any = None, lowering: str = MUGRAPH) -> None:
         self.graph = graph

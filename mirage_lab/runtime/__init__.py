@@ -5,9 +5,9 @@ replay CUDA graphs, profile against torch baselines, export standalone modules.
     >>> kernel = mi.runtime.compile(graph)                  # doctest: +SKIP
     >>> outs = kernel(inputs=[X, W])                        # doctest: +SKIP
 """
-from .kernel import CompiledKernel, GraphedKernel, compile, default_cache_dir, precompile, run_graph, simulator_active
+from .kernel import CompiledKernel, GraphedKernel, cache_root, compile, default_cache_dir, precompile, run_graph, simulator_active
 
-__all__ = ["compile", "precompile", "CompiledKernel", "GraphedKernel", "run_graph", "default_cache_dir", "simulator_active"]
+__all__ = ["compile", "precompile", "CompiledKernel", "GraphedKernel", "run_graph", "default_cache_dir", "cache_root", "simulator_active"]
 from . import profile  # noqa: E402
 from .export import export, export_program  # noqa: E402
 from .latency import BASELINE_LABELS, LatencyRow, baseline_rows  # noqa: E402

@@ -2,7 +2,7 @@
 
 ``compile(graph)`` generates the program's module (:mod:`mirage_lab.codegen`), writes it
 to ``<cache_dir>/mirage_<hash>.py`` (``~/.cache/mirage_lab/kernels`` unless
-``MIRAGE_LAB_CACHE`` says otherwise) and imports it. The file is rewritten only when its
+``MIRAGE_LAB_CACHE`` or ``XDG_CACHE_HOME`` says otherwise) and imports it. The file is rewritten only when its
 text changes, so numba's own ``cache=True`` (which needs a real file) keeps the compiled
 kernels between processes.
 
@@ -42,10 +42,20 @@ def simulator_active() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
-def default_cache_dir() -> Path:
+def cache_root() -> Path:
+    """mirage_lab's cache folder: ``$MIRAGE_LAB_CACHE``, else ``$XDG_CACHE_HOME/mirage_lab``, else ``~/.cache/mirage_lab``.
+
+    Kernels live under ``kernels/``, superoptimize's results under ``results/`` (``mirage_lab.cache``).
+    """
     env = os.environ.get("MIRAGE_LAB_CACHE")
-    base = Path(env) if env else Path.home() / ".cache" / "mirage_lab"
-    return base / "kernels"
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "mirage_lab"
+
+
+def default_cache_dir() -> Path:
+    return cache_root() / "kernels"
 
 
 def _import_file(path: Path, name: str) -> ModuleType:

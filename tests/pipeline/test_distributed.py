@@ -1,0 +1,70 @@
+"""Tuning on a Dask cluster: GPU workers tune shares of the candidates; one merged report, one cache entry."""
+from __future__ import annotations
+
+import pytest
+
+from mirage_lab import examples as ex
+from mirage_lab.codegen import CodegenOptions
+from mirage_lab.errors import MirageLabError
+from mirage_lab.pipeline import TuneReport, Variant, VariantResult
+from mirage_lab.pipeline.cost_model import Estimate
+from mirage_lab.pipeline.distributed import merge_reports
+from mirage_lab.runtime.profile import Timing
+from pipe_helpers import SMALL_SEARCH
+from proc_helpers import run_python
+
+CLUSTER = '''
+import json, mirage_lab as mi
+from dask.distributed import Client, LocalCluster
+from mirage_lab import examples as ex
+from mirage_lab.pipeline.autotune import TuneStarted, VariantDone
+from mirage_lab.pipeline.cache import CacheHit
+out = {}
+with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"GPU": 1},
+                  dashboard_address=None) as lc, Client(lc) as client:
+    for run in ("first", "again"):
+        ev = []
+        best = ex.rms_norm_linear_program(4, 64, 64).superoptimize(
+            cluster=client, max_candidates=2, tune_seconds=600, on_event=ev.append, progress=False, **SMALL)
+        rep = best.report
+        out[run] = {"hits": [e.layer for e in ev if isinstance(e, CacheHit)],
+                    "started": [e.variants for e in ev if isinstance(e, TuneStarted)],
+                    "done": sum(isinstance(e, VariantDone) for e in ev),
+                    "candidates": sorted({r.variant.candidate for r in rep.results}),
+                    "checked": sum(r.rel_err is not None for r in rep.results), "device": rep.device,
+                    "winner": rep.best.variant.tag, "same": best.graph is rep.best.variant.graph}
+    try:
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as nogpu:
+            ex.rms_norm_linear_program(4, 64, 64).superoptimize(cluster=nogpu, cache=False, progress=False, **SMALL)
+    except mi.MirageLabError as e:
+        out["no_gpu_error"] = str(e)
+print("RESULTS " + json.dumps(out))
+'''
+
+
+def test_a_local_cluster_tunes_shares_of_the_candidates_and_the_result_is_cached(tmp_path):
+    r = run_python(CLUSTER.replace("**SMALL", f"**{SMALL_SEARCH!r}"), tmp_path, timeout=900)
+    first, again = r["first"], r["again"]
+    assert first["hits"] == [] and first["candidates"] == [0, 1]    # both workers' shares, numbered as the caller's
+    assert first["started"] and first["done"] == sum(first["started"][:0]) + first["done"] > 0
+    assert first["checked"] >= 2 and first["device"] == "CUDA simulator" and first["same"]
+    assert again["hits"] == ["search", "tuning"] and not again["started"] and again["winner"] == first["winner"]
+    assert "GPU=1" in r["no_gpu_error"]
+
+
+def _report(device: str, us: float, cand: int) -> TuneReport:
+    g = ex.rms_norm_linear_fused(4, 64, 64, grid=4, forloop_range=4)
+    r = VariantResult(Variant(cand, g, CodegenOptions(), 128), Estimate(1.0, 1.0, 0.0, 1, 1.0), rel_err=1e-4,
+                      timings={"cuda_graph": Timing("v", "cuda_graph", us, us, us, 100)})
+    return TuneReport([r], r, {}, 1.0, "randn", 1.0, 60.0, 0, device, timed=True)
+
+
+def test_merged_reports_keep_every_variant_and_the_fastest_wins():
+    a, b = _report("NVIDIA H100", 9.0, 0), _report("NVIDIA H100", 7.0, 1)
+    m = merge_reports([a, b], seconds=3.0)
+    assert m.best is b.best and len(m.results) == 2 and m.seconds == 3.0 and m.timed
+
+
+def test_timings_from_different_gpus_are_not_merged():
+    with pytest.raises(MirageLabError, match="different devices"):
+        merge_reports([_report("NVIDIA H100", 9.0, 0), _report("NVIDIA A100", 7.0, 1)], seconds=1.0)
