@@ -320,7 +320,9 @@ class Lookup:
                 res.measurements = report.latency_rows(payload["picks"])
             from . import gpu_available
 
-            if payload["compiled"] and gpu_available():  # (a cluster's caller may have none: compiled on first call)
+            from ..runtime.kernel import simulator_active
+
+            if payload["compiled"] and (gpu_available() or simulator_active()):  # (a cluster's caller may have none: compiled on first call)
                 best._set_kernel(best._build_kernel())  # numba's disk cache (or the program's lowering): seconds at most
         except (KeyError, TypeError, AttributeError) as e:
             return _unusable(path, f"its tuning result does not rebuild ({e})")
