@@ -227,6 +227,35 @@ def run_gpu(p: suite.SuiteProgram, tune_seconds: float, cap: float | None, setti
     return res
 
 
+def search_phase(todo: Sequence[suite.SuiteProgram], a: argparse.Namespace, log) -> dict[str, dict]:
+    """Search ``todo`` in ``a.search_jobs`` processes at once (``--search-only``, ``--workers`` each), filling the
+    persistent cache the GPU runs then read; returns each program's search-only record."""
+    import concurrent.futures as cf
+    import subprocess
+
+    path = Path(a.resume).with_suffix(".search.jsonl") if a.resume else Path("/tmp/suite_search_phase.jsonl")
+    have = {r["program"]: r for r in load_records(path) if r.get("mode") == "search-only" and "search_s" in r}
+    need = [p for p in todo if p.name not in have]
+    log(f"search phase: {len(need)} programs, {a.search_jobs} at a time, {a.workers or 'default'} workers each "
+        f"({len(todo) - len(need)} already searched in {path})")
+
+    def one(p: suite.SuiteProgram) -> None:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--search-only", "--only", p.name, "--resume", str(path)]
+        if a.workers:
+            cmd += ["--workers", str(a.workers)]
+        if a.search_cap is not None:
+            cmd += ["--search-cap", str(a.search_cap)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        tail = [ln for ln in r.stdout.splitlines() if ln.strip().startswith(("first candidate", "done in"))]
+        log(f"  searched {p.name}: {'; '.join(tail)[-160:]}" + ("" if r.returncode == 0 else f" (rc {r.returncode})"))
+
+    t0 = time.perf_counter()
+    with cf.ThreadPoolExecutor(a.search_jobs) as ex:
+        list(ex.map(one, need))
+    log(f"search phase done in {time.perf_counter() - t0:.1f}s")
+    return {r["program"]: r for r in load_records(path) if r.get("mode") == "search-only" and "search_s" in r}
+
+
 def ratios(r: dict) -> dict:
     ours = r.get("returned_us")
     torch_best = min((x for x in (r.get("eager_us"), r.get("compile_us")) if x), default=None)
@@ -318,6 +347,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-max-autotune", action="store_true",
                     help="leave torch.compile's max-autotune column empty (its tuning takes minutes per program)")
     ap.add_argument("--workers", type=int, default=None, help="search workers (default: the search's own)")
+    ap.add_argument("--search-jobs", type=int, default=1,
+                    help="GPU runs: first search this many programs at once, in processes of their own (--search-only "
+                         "with --workers W each), filling the persistent cache; each program's superoptimize then "
+                         "finds its search there and tunes. Its row adds the search phase's seconds. The search's "
+                         "result is the same as in one process (the cache key holds every result-changing setting)")
     a = ap.parse_args(argv)
 
     def log(msg: str) -> None:
@@ -340,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
         log(f"{datetime.date.today()} {torch.cuda.get_device_name()} torch {torch.__version__}")
     todo = [p for p in progs if p.name not in keep]
     log(f"{len(progs)} programs selected, {len(progs) - len(todo)} already in {a.resume}, {len(todo)} to run")
+    searched: dict[str, dict] = {}
+    if not a.search_only and a.search_jobs > 1 and todo:
+        searched = search_phase(todo, a, log)
     for i, p in enumerate(todo, 1):
         log(f"== [{i}/{len(todo)}] {p.name} ({p.dtype}, {p.shapes_text()}; {p.source})")
         append_record(a.resume, {"program": p.name, "mode": mode, "dtype": p.dtype, "kind": p.kind, "started": True})
@@ -347,6 +384,15 @@ def main(argv: list[str] | None = None) -> int:
         try:
             rec = (search_only(p, a.search_cap, settings, log) if a.search_only
                    else run_gpu(p, a.tune_seconds, a.search_cap, settings, log, not a.skip_max_autotune))
+            if p.name in searched:  # the search ran in the search phase: its numbers, and its seconds counted in
+                s_rec = searched[p.name]
+                rec["search_phase"] = {k: s_rec.get(k) for k in ("search_s", "first_candidate_s", "candidates",
+                                                                  "states", "cancelled", "total_s", "error")}
+                rec["search_s"] = s_rec.get("search_s")
+                rec["first_candidate_s"] = s_rec.get("first_candidate_s")
+                rec["candidates"] = s_rec.get("candidates", 0)
+                if rec.get("superoptimize_s") is not None and s_rec.get("total_s") is not None:
+                    rec["superoptimize_s"] += s_rec["total_s"]
         except Exception as e:
             traceback.print_exc()
             rec = {"program": p.name, "dtype": p.dtype, "kind": p.kind,
