@@ -124,8 +124,9 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
         rep = decode(json.loads(fut.result()))
         for r in rep.results:          # number the candidates as the caller did
             r.variant.candidate = shares[w][r.variant.candidate]
-            done += 1
-            emit(VariantDone(r, done, planned, time.monotonic() - t0))
+            if r.compile_s is not None:  # tried (a variant left when the budget ran out was not)
+                done += 1
+                emit(VariantDone(r, done, planned, time.monotonic() - t0))
         reports.append((w, rep))
     report = merge_reports([rep for _, rep in sorted(reports, key=lambda p: p[0])], seconds=time.monotonic() - t0)
     emit(TuneFinished(report))
