@@ -318,9 +318,11 @@ class Lookup:
             report = best.__dict__.get("report")
             if report is not None:
                 res.measurements = report.latency_rows(payload["picks"])
+            from ..runtime.kernel import simulator_active
             from . import gpu_available
 
-            if payload["compiled"] and gpu_available():  # (a cluster's caller may have none: compiled on first call)
+            # where kernels can run (a GPU, or the simulator); a cluster's caller may have none: compiled on first call
+            if payload["compiled"] and (gpu_available() or simulator_active()):
                 from ..runtime.kernel import compile as rt_compile
 
                 best._kernel = rt_compile(best.graph, options=best.options)  # numba's disk cache: seconds at most
