@@ -318,9 +318,8 @@ class Lookup:
             report = best.__dict__.get("report")
             if report is not None:
                 res.measurements = report.latency_rows(payload["picks"])
-            from . import gpu_available
-
             from ..runtime.kernel import simulator_active
+            from . import gpu_available
 
             if payload["compiled"] and (gpu_available() or simulator_active()):  # (a cluster's caller may have none: compiled on first call)
                 best._set_kernel(best._build_kernel())  # numba's disk cache (or the program's lowering): seconds at most

@@ -7,8 +7,9 @@ appears twice (``report.best`` is one of ``report.results``) is written once and
 one object. Decoding builds only ``mirage_lab`` dataclasses: a foreign class name is refused.
 
     >>> from mirage_lab.codegen import CodegenOptions
-    >>> decode(json.loads(json.dumps(encode([CodegenOptions(mma=True), (1, 2)]))))
-    [CodegenOptions(pipeline_words=0, max_registers=None, max_stream_acc=128, phase_words=32, mma=True, pipeline_depth=1, mma_b16=False), (1, 2)]
+    >>> records = [CodegenOptions(mma=True), (1, 2), {"t": float("inf")}]
+    >>> decode(json.loads(dumps(encode(records)))) == records
+    True
 """
 from __future__ import annotations
 

@@ -124,8 +124,9 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
         rep = decode(json.loads(fut.result()))
         for r in rep.results:          # number the candidates as the caller did
             r.variant.candidate = shares[w][r.variant.candidate]
-            done += 1
-            emit(VariantDone(r, done, planned, time.monotonic() - t0))
+            if r.compile_s is not None:  # tried (a variant left when the budget ran out was not)
+                done += 1
+                emit(VariantDone(r, done, planned, time.monotonic() - t0))
         reports.append((w, rep))
     report = merge_reports([rep for _, rep in sorted(reports, key=lambda p: p[0])], seconds=time.monotonic() - t0)
     emit(TuneFinished(report))
@@ -142,10 +143,20 @@ def merge_reports(reports: Sequence[TuneReport], *, seconds: float) -> TuneRepor
     best = min(bests, key=lambda x: (x.median_us, x.estimate.us)) if bests else None
     first = reports[0]
     policies = {r.input_policy for r in reports}
+    # every worker raced the program's own lowerings too: the fastest correct of each lowering is kept
+    programs: dict[str, Any] = {}
+    for r in reports:
+        for p in r.programs:
+            have = programs.get(p.lowering)
+            if have is None or (p.ok and (not have.ok or p.median_us < have.median_us)):
+                programs[p.lowering] = p
+    eagers = [r.eager for r in reports if r.eager is not None]
     return TuneReport(results=results, best=best, baselines=first.baselines, floor_us=first.floor_us,
                       input_policy=" / ".join(sorted(policies)), seconds=seconds, budget_s=first.budget_s,
                       untried=sum(r.untried for r in reports), device=first.device,
-                      timed=all(r.timed for r in reports))
+                      timed=all(r.timed for r in reports), programs=list(programs.values()),
+                      eager=min(eagers, key=lambda t: t.median_us) if eagers else None,
+                      stop_reason="; ".join(sorted({r.stop_reason for r in reports if r.stop_reason})))
 
 
 __all__ = ["autotune_on_cluster", "merge_reports", "cluster_device", "gpu_workers", "client_for", "RESOURCE"]
