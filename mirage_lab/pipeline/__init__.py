@@ -18,6 +18,7 @@ from ..errors import MirageLabError
 from ..ir import hooks
 from ..ir.kernel_graph import KernelGraph
 from ..search import NoCandidateError, SearchResult, run_search, search
+from ..search.settings_check import validate_search_settings
 from .autotune import TuneFinished, TuneReport, TuneStarted, VariantDone, VariantResult, autotune, plan_variants
 from .cost_model import Estimate, estimate
 from .inputs import MeasuringInputs, measuring_inputs
@@ -68,6 +69,7 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
         >>> best.search_result.stats.candidates                 # doctest: +SKIP
         3
     """
+    validate_search_settings(config, search_settings, graph)  # in the caller's cell, before anything runs
     if search_seconds is not None:
         on_event = _stop_after(search_seconds, search_settings, on_event)
     res = run_search(graph, config, on_event=on_event, **search_settings)

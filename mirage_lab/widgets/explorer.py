@@ -32,6 +32,7 @@ import ipywidgets as W
 
 from ..ir.kernel_graph import KernelGraph
 from ..runtime.latency import LatencyRow
+from ..search.settings_check import check_choice
 from ..viz import LEVELS
 from ..viz.plots import candidate_dtick
 from . import detail, progress
@@ -83,8 +84,7 @@ class SearchExplorer(W.VBox):
                  workers: int | None = None, executor: Any = None, checkpoint: Any = None,
                  refresh_interval: float = 0.25, level: str = "block", title: str | None = None,
                  autostart: bool = True, plots: bool = True, **settings: Any) -> None:
-        if level not in LEVELS:
-            raise ValueError(f"level={level!r}: use one of {LEVELS}")
+        check_choice("level", level, LEVELS)
         if isinstance(program, ExplorerSession):
             if config is not None or settings or any(x is not None for x in (workers, executor, checkpoint)):
                 raise ValueError("SearchExplorer(session): the search settings are the session's; pass none here")

@@ -136,7 +136,10 @@ class ExplorerSession:
                  **settings: Any) -> None:
         from ..search.runner import CancelToken, check_searchable
 
-        check_searchable(program)  # a bad program fails here, in the caller's cell, not in a thread
+        from ..search.settings_check import validate_search_settings
+
+        check_searchable(program)  # a bad program or setting fails here, in the caller's cell, not in a thread
+        validate_search_settings(config, {"workers": workers, "checkpoint": checkpoint, **settings}, program)
         self.program = program
         self.config = config
         self.settings = dict(settings)
