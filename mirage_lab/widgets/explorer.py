@@ -396,11 +396,16 @@ class SearchExplorer(W.VBox):
 
         Returns whether it has ended. ``timeout=0`` only asks (the Stop button does that).
         """
-        return self.session.stop(timeout)  # never under self._lock: the search thread repaints while it ends
+        # never under self._lock: the search thread repaints while it ends
+        return self.session.stop(timeout, widgets=[self])
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the search ends (or ``timeout`` s pass); returns whether it has ended."""
-        return self.session.wait(timeout)
+        """Block until the search ends (or ``timeout`` s pass); returns whether it has ended.
+
+        The widget stays live meanwhile: Stop, row clicks and the level switch are handled while the cell
+        waits (:func:`~.ui_wait.wait_until`), so ``explore`` then ``wait()`` in a Run All can still be stopped.
+        """
+        return self.session.wait(timeout, widgets=[self])
 
     # ================================================================== export and measurements
     def export(self, path: str | Path | None = None, index: int | None = None) -> Path:

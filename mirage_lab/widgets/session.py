@@ -279,16 +279,22 @@ class ExplorerSession:
             self._cancel.cancel()
             self._emit(StopRequested())
 
-    def stop(self, timeout: float | None = 5.0) -> bool:
+    def stop(self, timeout: float | None = 5.0, widgets: Iterable[Any] = ()) -> bool:
         """Cancel the search and wait up to ``timeout`` s for it to end (``0``: only ask); returns whether it has."""
         self.cancel()
-        return self.wait(timeout) if timeout else self._done.is_set()
+        return self.wait(timeout, widgets) if timeout else self._done.is_set()
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the search ends (or ``timeout`` s pass); returns whether it has ended."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-        return self._done.is_set()
+    def wait(self, timeout: float | None = None, widgets: Iterable[Any] = ()) -> bool:
+        """Block until the search ends (or ``timeout`` s pass); returns whether it has ended.
+
+        In a notebook, clicks on ``widgets`` (a view of this session) are handled while it waits
+        (:func:`~.ui_wait.wait_until`).
+        """
+        from .ui_wait import wait_until
+
+        if self._thread is None:
+            return self._done.is_set()
+        return wait_until(self._done.is_set, timeout, widgets)
 
     @property
     def done(self) -> bool:
@@ -360,10 +366,12 @@ class ExplorerSession:
 
         An ``EquivalenceResult``; ``None`` while it runs; the error text if it could not run.
         """
+        from .ui_wait import wait_until
+
         self.verify(index)
         ev = self._verify_events.get(index)
         if ev is not None:
-            ev.wait(timeout)
+            wait_until(ev.is_set, timeout)
         return self.verification.get(index)
 
     # ================================================================== measurements
@@ -435,7 +443,10 @@ class ExplorerSession:
             self._measure_thread = threading.Thread(target=work, daemon=True, name="mirage_lab-measure")
             self._measure_thread.start()
         if block:
-            self._measure_thread.join()
+            from .ui_wait import wait_until
+
+            thread = self._measure_thread
+            wait_until(lambda: not thread.is_alive())
         return True
 
     # ================================================================== export
