@@ -451,7 +451,10 @@ class ExplorerSession:
 
     # ================================================================== export
     def export(self, index: int, path: str | Path | None = None) -> Path:
-        """Write candidate ``index`` as a standalone module (default name: the record's ``module_name``).
+        """Write candidate ``index`` as a standalone module; returns its absolute path.
+
+        ``path``: a file, or a folder to put it in under the record's ``module_name``; default: that name in
+        the working directory. A relative path is taken from the working directory.
 
         The module is the runtime's export (:func:`mirage_lab.runtime.export`): generated
         Numba-CUDA kernels plus ``forward(*tensors)``, lowered exactly as it was timed. Its
@@ -461,7 +464,10 @@ class ExplorerSession:
 
         rec = self.record(index)
         v, row = rec.lowered, rec.latency
-        out = export(v.graph if v is not None else rec.graph, Path(path or rec.module_name), latency_us=rec.latency_us,
+        target = Path(path or rec.module_name).expanduser()
+        if target.is_dir():
+            target = target / rec.module_name
+        out = export(v.graph if v is not None else rec.graph, target.absolute(), latency_us=rec.latency_us,
                      device=(row.device or None) if row is not None else None,
                      options=v.options if v is not None else None)
         self._emit(Exported(index, out, out.read_text().count("\n"), rec.latency_us))
