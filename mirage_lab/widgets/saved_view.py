@@ -13,7 +13,7 @@ notebook is reopened without it (where JupyterLab says "model not found" for the
     >>> from mirage_lab.widgets.session import ExplorerSession
     >>> s = ExplorerSession(ex.rms_norm_linear_program(4, 256, 256), max_kernel_ops=3)
     >>> page = saved_view_html(s, selected=None, level="block", svg=None, title="demo")
-    >>> "saved view" in page and 'class="mlab-saved-view"' in page
+    >>> "Saved view" in page and 'class="mlab-saved-view"' in page
     True
 """
 from __future__ import annotations
