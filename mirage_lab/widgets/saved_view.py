@@ -31,13 +31,13 @@ MAX_ROWS = 50           # keeps the file small; the line under the table says ho
 MAX_POINTS = 200        # progress samples kept in the saved figure
 
 # While the live explorer is in the same output area, the saved outputs (this one and the figures
-# after it) are hidden; reopened without the widget, they show. An empty widget output (JupyterLab's
-# "model not found" text has no child elements) is hidden beside a saved view.
+# after it) are hidden; reopened without the widget, they show, and the widget's own output
+# ("Loading widget...", "Error displaying widget: model not found") is hidden beside them.
 _STYLE = f"""<style>
 .jp-OutputArea:has(.mlab-explorer) > .jp-OutputArea-child:has(.{SAVED_CLASS}),
 .jp-OutputArea:has(.mlab-explorer) > .jp-OutputArea-child:has(.{SAVED_CLASS}) ~ .jp-OutputArea-child
   {{display: none;}}
-.jp-OutputArea:has(.{SAVED_CLASS}) .jp-OutputArea-output.jupyter-widgets:not(:has(*)) {{display: none;}}
+.jp-OutputArea:has(.{SAVED_CLASS}):not(:has(.mlab-explorer)) .jp-OutputArea-output.jupyter-widgets {{display: none;}}
 .{SAVED_CLASS} table {{border-collapse: collapse; font-family: monospace; font-size: 12px;}}
 .{SAVED_CLASS} td, .{SAVED_CLASS} th {{padding: 1px 8px; border-bottom: 1px solid #eee;}}
 .{SAVED_CLASS} tr.mlab-selected {{background: #bbdefb;}}
