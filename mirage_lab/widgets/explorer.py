@@ -530,8 +530,10 @@ def explore(program: KernelGraph | ExplorerSession, config: str | None = None, *
 
     ``config`` and ``kwargs`` are :func:`mirage_lab.search.search`'s (``workers``,
     ``max_kernel_ops``, ``griddims``, ...) plus the widget's own (``refresh_interval``,
-    ``level``, ``title``, ``autostart``, ``plots``). Given an :class:`ExplorerSession`
-    instead, the widget shows that session.
+    ``level``, ``title``, ``autostart``, ``plots``, ``export_dir``). Given an
+    :class:`ExplorerSession` instead, the widget shows that session. Bad settings raise a
+    ``SearchConfigError`` here, before the search starts; displayed, the widget also leaves a
+    saved view in the notebook (:mod:`.saved_view`).
 
         >>> w = explore(program, workers=1, max_kernel_ops=3)      # doctest: +SKIP
         >>> w                                                       # doctest: +SKIP

@@ -21,7 +21,7 @@ session freely. A listener that raises is recorded in ``listener_errors``; the s
     >>> s.start().wait(120)                                              # doctest: +SKIP
     True
     >>> s.state, len(s.candidates), s.export(s.best_index(), "best.py")   # doctest: +SKIP
-    ('finished', 4, PosixPath('best.py'))
+    ('finished', 4, PosixPath('/home/me/best.py'))
 """
 from __future__ import annotations
 
