@@ -109,7 +109,9 @@ def _subshell(kernel: Any) -> str | None:
         return None
     with _subshell_lock:
         if _subshell_id is None or _subshell_id not in manager.list_subshell():
-            # What a client's create_subshell_request does on the control thread: ask the shell channel thread.
+            # What a client's create_subshell_request does on the control thread: ask the shell channel
+            # thread. That socket is the control thread's; it uses it only for a client's subshell
+            # requests, which JupyterLab does not send on its own, and this runs once per kernel.
             sock = manager.control_to_shell_channel.from_socket
             sock.send_json({"type": "create"})
             reply = sock.recv_json()
@@ -121,16 +123,18 @@ def _subshell(kernel: Any) -> str | None:
 def _comms_on_subshell(kernel: Any) -> Iterator[Callable[[Iterable[Any]], None]]:
     """Yields ``route(widgets)``, which sends the front end's messages for ``widgets`` (and the widgets they
     hold) to a subshell until the block ends; without subshells, ``route`` does nothing."""
-    sid = _subshell(kernel)
     routed: dict[int, Any] = {}
+    sid: list[str | None] = []  # made on first use: a wait with no widgets needs no subshell
 
     def route(widgets: Iterable[Any]) -> None:
-        if sid is None:
-            return
         for w in _widget_tree(widgets):
+            if not sid:
+                sid.append(_subshell(kernel))
+            if sid[0] is None:
+                return
             c = w.comm
             if id(c) not in routed:  # ipykernel asks the comm where to send the front end's message
-                c._reply_subshell_for = lambda data, default, _sid=sid: _sid
+                c._reply_subshell_for = lambda data, default, _sid=sid[0]: _sid
                 routed[id(c)] = c
 
     try:
