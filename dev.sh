@@ -3,6 +3,7 @@
 #
 #   ./dev.sh demo [--out reports/] [--full]   set up, then run the demo and write reports/demo.html
 #   ./dev.sh test [pytest args...]            set up, then run the JS tests and the whole pytest suite
+#   ./dev.sh lab [jupyter lab args...]        set up, then open JupyterLab on notebooks/ (this venv's kernel)
 #   ./dev.sh setup                            only the set-up
 #
 # The set-up is idempotent and quick when nothing changed:
@@ -191,13 +192,21 @@ cmd_demo() {
   "$VENV/bin/mirage-lab" demo "$@"
 }
 
+cmd_lab() {
+  setup
+  # The venv's JupyterLab has the widget, plotly and μGraph-inspector extensions; its kernel is this venv's.
+  say "JupyterLab on notebooks/ (open the URL it prints; Ctrl-C stops it)"
+  exec "$VENV/bin/jupyter" lab --ServerApp.root_dir="$ROOT/notebooks" "$@"
+}
+
 usage() {
-  sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 case "${1:-}" in
   demo) shift; cmd_demo "$@" ;;
   test) shift; cmd_test "$@" ;;
+  lab) shift; cmd_lab "$@" ;;
   setup) shift; setup ;;
   -h|--help|help|"") usage ;;
   *) usage >&2; die "unknown command: $1" ;;

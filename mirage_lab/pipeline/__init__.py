@@ -19,6 +19,7 @@ from ..errors import MirageLabError
 from ..ir import hooks
 from ..ir.kernel_graph import KernelGraph
 from ..search import NoCandidateError, SearchResult, run_search, search
+from ..search.settings_check import validate_search_settings
 from .autotune import (ProgramDone, TuneFinished, TuneReport, TuneStarted, VariantDone, VariantResult, autotune,
                        plan_variants)
 from .cache import CacheHit, CacheWarning, Lookup
@@ -88,6 +89,7 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
         >>> best.winner, best.latency_us, best.speedup          # doctest: +SKIP
         ('μGraph', 16.5, 1.74)
     """
+    validate_search_settings(config, search_settings, graph)  # in the caller's cell, before anything runs
     bars = ProgressBars() if progress else None
     on_event = with_progress(on_event, bars)
     try:

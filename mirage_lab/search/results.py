@@ -57,7 +57,9 @@ class SearchResult:
 
 def run_search(graph: KernelGraph, config: str | None = None, *, on_event: Callable[[Any], None] | None = None,
                **kw: Any) -> SearchResult:
-    """Run :func:`search` to the end, collecting its events into a :class:`SearchResult`."""
+    """Run :func:`search` to the end, collecting its events into a :class:`SearchResult`.
+
+    Bad settings raise a ``SearchConfigError`` before the search starts."""
     cands: list[KernelGraph] = []
     errors: list[str] = []
     final: Finished | None = None

@@ -29,6 +29,7 @@ from .config import SearchConfig
 from .events import CandidateFound, Finished, Progress, SearchError, SearchStats
 from .executors import drain, make_executor
 from .inputs import SearchInputError, check_searchable
+from .settings_check import validate_search_settings
 
 # Also imported from here by other modules (mirage_lab.search, the widgets).
 __all__ = ["search", "CancelToken", "CheckpointError", "SearchInputError", "check_searchable"]
@@ -43,11 +44,21 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
     Mirage's overrides (``griddims``, ``imaps``, ``omaps``, ``fmaps``, ``franges``) and
     limits (``max_kernel_ops``, ``max_block_ops``, ...; see :class:`SearchConfig`).
     Events: :class:`Progress`, :class:`CandidateFound`, :class:`Finished`, :class:`SearchError`.
+    Bad settings raise here, in the caller, before the iterator is returned.
 
         >>> for ev in search(g, workers=1):                # doctest: +SKIP
         ...     if isinstance(ev, CandidateFound): print(ev.graph)
     """
     check_searchable(graph)
+    validate_search_settings(config, {"workers": workers, "checkpoint": checkpoint, **settings}, graph)
+    return _events(graph, config, workers=workers, executor=executor, checkpoint=checkpoint, cancel=cancel,
+                   progress_interval=progress_interval, **settings)
+
+
+def _events(graph: KernelGraph, config: str | None, *, workers: int | None, executor: Any,
+            checkpoint: str | os.PathLike | None, cancel: CancelToken | None, progress_interval: float,
+            **settings: Any) -> Iterator[Any]:
+    """:func:`search`'s events (a generator: it runs as the caller iterates)."""
     cfg = settings.pop("search_config", None) or SearchConfig.from_args(config, **settings)
     cfg = cfg.with_program_ops(graph)  # ops outside the default lists, where this program uses them
     cancel = cancel or CancelToken()

@@ -22,7 +22,6 @@ import graphviz
 
 from ..errors import GraphvizMissingError, MirageLabError
 from ..ir.kernel_graph import KernelGraph
-from ..ir.printing import map_str
 from ..ir.shapes import fmt
 
 from . import LEVELS  # noqa: E402  (one definition, importable without graphviz)
@@ -33,6 +32,28 @@ BLOCK_FILL = "#e3f2fd"    # and customized ops as blue clusters
 LOADER_FILL = "#bbdefb"
 ACCUM_FILL = "#fff9c4"
 CHAIN_FILL = "#fce4ec"
+
+
+_AXES = "xyz"
+
+
+def map_label(m: Any) -> str:
+    """A grid map as the inspector writes it (extension/src/format.ts ``fmtMap``): grid axis → data dim,
+    replicated axes left out, so ``{}`` means every block sees the whole tensor.
+
+        >>> map_label((1, -1, -1)), map_label((0, -1, 1)), map_label((-1, -1, -1))
+        ('{x→1}', '{x→0, z→1}', '{}')
+    """
+    return "{" + ", ".join(f"{_AXES[a]}→{d}" for a, d in enumerate(m) if d >= 0) + "}"
+
+
+def fmap_label(dim: int) -> str:
+    """A for-loop dim as the inspector writes it: ``∅`` for none (the same tile every iteration).
+
+        >>> fmap_label(1), fmap_label(-1)
+        ('1', '∅')
+    """
+    return str(dim) if dim >= 0 else "∅"
 
 
 def _esc(s: str) -> str:
@@ -162,12 +183,12 @@ def _draw_block(dot: graphviz.Digraph, op: Any, level: str, src: dict[int, str],
                 if lead.op_type == "input":
                     i = bg.input_ops.index(lead)
                     t = lead.outputs[0]
-                    label = f"load in{i}\n{_shape(t)}\nimap {map_str(lead.attrs['input_map'], bg.grid_dim)}, fmap {lead.attrs['forloop_dim']}"
+                    label = f"load in{i}\n{_shape(t)}\nimap {map_label(lead.attrs['input_map'])}, fmap {fmap_label(lead.attrs['forloop_dim'])}"
                     c.node(nid, label, fillcolor=LOADER_FILL)
                     dot.edge(src[op.inputs[i].guid], nid)
                 elif lead.op_type == "output":
                     i = bg.output_ops.index(lead)
-                    c.node(nid, f"save out{i}\n{fmt(lead.attrs['out_dims'])}\nomap {map_str(lead.attrs['output_map'])}",
+                    c.node(nid, f"save out{i}\n{fmt(lead.attrs['out_dims'])}\nomap {map_label(lead.attrs['output_map'])}",
                            fillcolor=LOADER_FILL)
                     src[op.outputs[i].guid] = nid
                 else:
@@ -206,12 +227,12 @@ def _block_node(c: Any, bop: Any, bg: Any, nid: str, op: Any, src: dict[int, str
     if bop.op_type == "input":
         i = bg.input_ops.index(bop)
         t = bop.outputs[0]
-        c.node(nid, f"load in{i}: {_shape(t)}\nimap {map_str(bop.attrs['input_map'], bg.grid_dim)}  fmap {bop.attrs['forloop_dim']}",
+        c.node(nid, f"load in{i}: {_shape(t)}\nimap {map_label(bop.attrs['input_map'])}  fmap {fmap_label(bop.attrs['forloop_dim'])}",
                fillcolor=LOADER_FILL)
         dot.edge(src[op.inputs[i].guid], nid)
     elif bop.op_type == "output":
         i = bg.output_ops.index(bop)
-        c.node(nid, f"save out{i}: {fmt(bop.attrs['out_dims'])}\nomap {map_str(bop.attrs['output_map'])}",
+        c.node(nid, f"save out{i}: {fmt(bop.attrs['out_dims'])}\nomap {map_label(bop.attrs['output_map'])}",
                fillcolor=LOADER_FILL)
         src[op.outputs[i].guid] = nid
     else:

@@ -20,6 +20,7 @@ outside the widget.
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any, Iterable, Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -52,6 +53,39 @@ def _title(rows: list[LatencyRow]) -> str:
     return f"Latency per call{where} ({how}median, p10–p90)"
 
 
+NOTE_WIDTH = 58  # characters per line of a note: fits the widget's 520 px plot at 13 px
+
+
+def no_gpu_note(floor_us: float | None = None) -> list[str]:
+    """The no-GPU figure's note as plain-text paragraphs (plotly shows HTML tags other than its own literally).
+
+        >>> no_gpu_note(11.3)[-1]
+        'Memory floor of this program: 11.3 µs.'
+    """
+    out = ["Search and draw work on the CPU; running and timing the kernels needs a CUDA GPU.",
+           "On a GPU machine: mi.superoptimize(program).report.latency_rows(), or "
+           "mi.pipeline.select_fastest(candidates, inputs).latency_rows()."]
+    if floor_us is not None:
+        out.append(f"Memory floor of this program: {floor_us:.3g} µs.")
+    return out
+
+
+def _note_figure(title: str, paragraphs: Sequence[str]) -> go.Figure:
+    """A figure that is only a note: one plain-text annotation per wrapped line, the height to fit them all."""
+    lines = [ln for p in paragraphs for ln in (textwrap.wrap(p, NOTE_WIDTH, break_on_hyphens=False) or [""])]
+    step = 20  # px per line
+    top = 60
+    height = top + step * len(lines) + 30
+    fig = go.Figure()
+    fig.update_layout(
+        title=dict(text=title), height=height, template="plotly_white", margin=dict(l=20, r=20, t=top, b=20),
+        xaxis=dict(visible=False, range=[0, 1]), yaxis=dict(visible=False, range=[0, 1]),
+        annotations=[dict(text=ln, x=0, y=1 - (i + 0.5) * step / (height - top - 20), xref="paper", yref="paper",
+                          xanchor="left", showarrow=False, font=dict(size=13)) for i, ln in enumerate(lines)],
+    )
+    return fig
+
+
 def latency_figure(rows: Sequence[LatencyRow] | None = None, floor_us: float | None = None, *,
                    title: str | None = None) -> go.Figure:
     """Horizontal bars of median latency (p10–p90 whiskers), candidates and baselines, floor as a line.
@@ -69,19 +103,7 @@ def latency_figure(rows: Sequence[LatencyRow] | None = None, floor_us: float | N
     rows = checked_rows(rows)
     fig = go.Figure()
     if not rows:
-        text = ("Search and draw work on the CPU; running and timing the kernels needs a CUDA GPU.<br>"
-                "On a GPU machine: <code>mi.superoptimize(program).report.latency_rows()</code>, or "
-                "<code>mi.pipeline.select_fastest(candidates, inputs).latency_rows()</code>.")
-        if floor_us is not None:
-            text += f"<br>Memory floor of this program: {floor_us:.3g} µs."
-        fig.update_layout(
-            title=dict(text=NO_GPU_TITLE), height=260, template="plotly_white",
-            xaxis=dict(visible=False), yaxis=dict(visible=False),
-            annotations=[dict(text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
-                              font=dict(size=13))],
-        )
-        return fig
-
+        return _note_figure(NO_GPU_TITLE, no_gpu_note(floor_us))
     def bars(kind: str, color: str, name: str) -> None:
         sel = [r for r in rows if r.kind == kind]
         if not sel:
@@ -106,9 +128,12 @@ def latency_figure(rows: Sequence[LatencyRow] | None = None, floor_us: float | N
     fig.update_layout(
         title=dict(text=title or _title(rows)),
         xaxis_title="µs (lower is better)", template="plotly_white", barmode="group", bargap=0.25,
-        height=max(260, 90 + 28 * len(rows)), legend=dict(orientation="h", y=-0.2),
-        # Bars read top to bottom in the order given.
-        yaxis=dict(autorange="reversed", categoryorder="array", categoryarray=[r.label for r in rows]),
+        # A row of at least 26 px per bar keeps labels and values readable at any count.
+        height=max(260, 110 + 26 * len(rows)), legend=dict(orientation="h", y=-0.15, yanchor="top"),
+        uniformtext=dict(minsize=10, mode="hide"),
+        # Bars read top to bottom in the order given; long labels widen the margin instead of being cut.
+        yaxis=dict(autorange="reversed", categoryorder="array", categoryarray=[r.label for r in rows],
+                   automargin=True, tickfont=dict(size=12)),
     )
     return fig
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import html
 import threading
 import time
+import uuid
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Iterable
@@ -32,9 +33,10 @@ import ipywidgets as W
 
 from ..ir.kernel_graph import KernelGraph
 from ..runtime.latency import LatencyRow
+from ..search.settings_check import check_choice
 from ..viz import LEVELS
 from ..viz.plots import candidate_dtick
-from . import detail, progress
+from . import detail, progress, saved_view
 from .measure import gpu_available
 from .records import CandidateRecord
 from .session import (STATES, CandidateAdded, ErrorReported, ExplorerSession, Exported, MeasureFinished,
@@ -44,6 +46,7 @@ from .table import CandidateTable
 
 PLOT_WIDTH = 520  # px: FigureWidget does not follow its container's width; this fits beside the detail pane
 _ERROR_STYLE = 'style="color:#b71c1c"'
+SAVED_VIEW_INTERVAL = 5.0  # s: how often the saved view follows a running search
 
 
 def _from_session(name: str, doc: str) -> property:
@@ -82,9 +85,9 @@ class SearchExplorer(W.VBox):
     def __init__(self, program: KernelGraph | ExplorerSession, config: str | None = None, *,
                  workers: int | None = None, executor: Any = None, checkpoint: Any = None,
                  refresh_interval: float = 0.25, level: str = "block", title: str | None = None,
-                 autostart: bool = True, plots: bool = True, **settings: Any) -> None:
-        if level not in LEVELS:
-            raise ValueError(f"level={level!r}: use one of {LEVELS}")
+                 autostart: bool = True, plots: bool = True, export_dir: str | Path | None = None,
+                 **settings: Any) -> None:
+        check_choice("level", level, LEVELS)
         if isinstance(program, ExplorerSession):
             if config is not None or settings or any(x is not None for x in (workers, executor, checkpoint)):
                 raise ValueError("SearchExplorer(session): the search settings are the session's; pass none here")
@@ -107,6 +110,13 @@ class SearchExplorer(W.VBox):
         self.detail_code: str = ""
         self.detail_code_origin: str = ""
 
+        # Export's folder: the one asked for, else the kernel's working directory (a notebook's own folder
+        # in JupyterLab); the message after an export names the full path either way.
+        self.export_dir = Path(export_dir).expanduser().absolute() if export_dir is not None else Path.cwd()
+        self._export_dir_chosen = export_dir is not None
+        self._saved_id = f"mirage-lab-saved-{uuid.uuid4().hex}"  # display id of the saved view's outputs
+        self._saved_shown = False
+        self._saved_at = 0.0
         self._build(title, plots)
         self._unsubscribe = self.session.subscribe(self._on_event)
         if self.session.candidates:  # a view over a session that has already found candidates
@@ -135,7 +145,8 @@ class SearchExplorer(W.VBox):
                                        tooltip="time torch baselines and every candidate" if has_gpu else
                                        "No GPU: latencies are measured on a CUDA machine")
         self.measure_button.on_click(lambda _: self.measure())
-        self.export_path = W.Text(value="", description="module", placeholder="path of the module to write",
+        self.export_path = W.Text(value="", description="module", placeholder="file name or path of the module",
+                                  tooltip=f"a relative name is written into {self.export_dir}",
                                   layout=W.Layout(width="420px"))
         self.export_button = W.Button(description="Export", icon="download", disabled=True,
                                       tooltip="write the selected candidate as a standalone Python module")
@@ -210,12 +221,16 @@ class SearchExplorer(W.VBox):
             self._flush(force=first)  # show the first candidate at once
         elif isinstance(ev, (StateChanged, SearchEnded, ErrorReported, StopRequested)):
             self._flush(force=True)
+            if isinstance(ev, SearchEnded):
+                self.update_saved_view()
         elif isinstance(ev, VerificationDone):
             with self._lock:
                 if self.selected == ev.index:
                     self._paint_verification(ev.index)
+                    self.update_saved_view()
         elif isinstance(ev, MeasurementsAdded):
             self._measurements_added()
+            self.update_saved_view()
         elif isinstance(ev, MeasureFinished):
             n = ev.candidates
             with self._lock:
@@ -224,8 +239,13 @@ class SearchExplorer(W.VBox):
                 self.measure_button.disabled = False
         elif isinstance(ev, Exported):
             lat = f"{ev.latency_us:.3g} µs measured" if ev.latency_us is not None else "latency not measured (no GPU)"
+            where = ("the export folder you chose" if self._export_dir_chosen else
+                     "the kernel's working directory; pass export_dir= to explore, or a full path, to choose")
+            folder = (f" (into {html.escape(where)})"
+                      if Path(ev.path).parent == self.export_dir else "")
             with self._lock:
-                self.message.value = (f"✓ wrote <code>{html.escape(str(ev.path))}</code> ({ev.lines} lines; {lat}). "
+                self.message.value = (f"✓ wrote <code>{html.escape(str(ev.path))}</code>{folder} "
+                                      f"({ev.lines} lines; {lat}). "
                                       "<code>import</code> it and call <code>forward(*tensors)</code> with CUDA "
                                       "tensors.")
 
@@ -245,6 +265,8 @@ class SearchExplorer(W.VBox):
             if self._pending_select is not None and self.selected is None:
                 idx, self._pending_select = self._pending_select, None
                 self._select_locked(idx)
+            if now - self._saved_at >= SAVED_VIEW_INTERVAL:  # a notebook saved mid-search keeps recent counts
+                self.update_saved_view()
 
     def _paint_progress(self) -> None:
         s, n = self.session.stats, len(self.session.candidates)
@@ -354,16 +376,17 @@ class SearchExplorer(W.VBox):
         else:
             self.verify_html.value = detail.verification_html(None, running=True)
             self.session.verify(index)
+        self.update_saved_view()
 
     def set_level(self, level: str) -> None:
         """Draw the selected candidate at ``level``: kernel, block, thread or all."""
-        if level not in LEVELS:
-            raise ValueError(f"level={level!r}: use one of {LEVELS}")
+        check_choice("level", level, LEVELS)
         with self._lock:
             self.level = level
             if self.level_buttons.value != level:
                 self.level_buttons.value = level  # re-enters through the observer; harmless
             self._paint_drawing()
+            self.update_saved_view()
 
     def _paint_drawing(self) -> None:
         if self.selected is None:
@@ -395,22 +418,29 @@ class SearchExplorer(W.VBox):
 
         Returns whether it has ended. ``timeout=0`` only asks (the Stop button does that).
         """
-        return self.session.stop(timeout)  # never under self._lock: the search thread repaints while it ends
+        # never under self._lock: the search thread repaints while it ends
+        return self.session.stop(timeout, widgets=[self])
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the search ends (or ``timeout`` s pass); returns whether it has ended."""
-        return self.session.wait(timeout)
+        """Block until the search ends (or ``timeout`` s pass); returns whether it has ended.
+
+        The widget stays live meanwhile: Stop, row clicks and the level switch are handled while the cell
+        waits (:func:`~.ui_wait.wait_until`), so ``explore`` then ``wait()`` in a Run All can still be stopped.
+        """
+        return self.session.wait(timeout, widgets=[self])
 
     # ================================================================== export and measurements
     def export(self, path: str | Path | None = None, index: int | None = None) -> Path:
-        """Write candidate ``index`` (default: the selected one) as a standalone module; returns its path.
+        """Write candidate ``index`` (default: the selected one) as a standalone module; returns its full path.
 
-        See :meth:`ExplorerSession.export`; the path defaults to the one in the Export box.
+        See :meth:`ExplorerSession.export`; the path defaults to the one in the Export box, and a relative
+        one is taken from :attr:`export_dir` (``explore(..., export_dir=...)``, else the working directory).
         """
         index = self.selected if index is None else index
         if index is None:
             raise ValueError("no candidate selected: select one (click a row, or w.select(i)) first")
-        return self.session.export(index, path or self.export_path.value or None)
+        target = Path(path or self.export_path.value or self.record(index).module_name).expanduser()
+        return self.session.export(index, target if target.is_absolute() else self.export_dir / target)
 
     def _export_clicked(self) -> None:
         try:
@@ -441,6 +471,54 @@ class SearchExplorer(W.VBox):
             self.measure_button.disabled = False
             raise
 
+    # ================================================================== the saved view
+    def _ipython_display_(self) -> None:
+        """The live widget, then its saved view (:mod:`.saved_view`): outputs a saved notebook keeps, updated
+        in place, hidden while the widget is on screen."""
+        from IPython.display import display
+
+        display(self._repr_mimebundle_(), raw=True)
+        with self._lock:
+            self._saved_shown = True
+            bundles = self._saved_bundles()
+        for suffix, bundle in bundles.items():
+            display(bundle, raw=True, display_id=self._saved_id + suffix)
+
+    def _saved_bundles(self) -> dict[str, dict[str, Any]]:
+        """The saved view's outputs, by display-id suffix: the page, the progress figure, the latency figure."""
+        page = saved_view.saved_view_html(
+            self.session, selected=self.selected, level=self.level, svg=self.detail_svg, title=self.title.value,
+            detail_title=self.detail_title.value if self.selected is not None else "",
+            verification=self.verify_html.value if self.selected is not None else "")
+        out: dict[str, dict[str, Any]] = {"": {"text/html": page, "text/plain": f"saved view of {self!r}"}}
+        out["-progress"] = out["-latency"] = {"text/plain": ""}
+        if self.figure is not None:
+            from ..viz.plots import progress_figure
+
+            fig = progress_figure(saved_view.thinned(self.session.history)).update_layout(width=PLOT_WIDTH)
+            out["-progress"] = saved_view.figure_bundle(fig, "search progress")
+            rows = list(self.session.measurements.values())
+            if rows:
+                from ..runtime.profile import floor_us
+                from ..viz.plots import latency_figure
+
+                out["-latency"] = saved_view.figure_bundle(
+                    latency_figure(rows, floor_us=floor_us(self.program)).update_layout(width=PLOT_WIDTH), "latency")
+        return out
+
+    def update_saved_view(self) -> None:
+        """Repaint the saved view's outputs in place (done on the search's end, clicks, verification and
+        measurements; every few seconds while the search runs)."""
+        with self._lock:
+            if not self._saved_shown:
+                return
+            self._saved_at = time.monotonic()
+            bundles = self._saved_bundles()
+        from IPython.display import update_display
+
+        for suffix, bundle in bundles.items():
+            update_display(bundle, raw=True, display_id=self._saved_id + suffix)
+
     def __repr__(self) -> str:
         return (f"SearchExplorer({self.state}, {len(self.candidates)} candidates, states={self.stats.states}, "
                 f"selected={self.selected})")
@@ -451,8 +529,10 @@ def explore(program: KernelGraph | ExplorerSession, config: str | None = None, *
 
     ``config`` and ``kwargs`` are :func:`mirage_lab.search.search`'s (``workers``,
     ``max_kernel_ops``, ``griddims``, ...) plus the widget's own (``refresh_interval``,
-    ``level``, ``title``, ``autostart``, ``plots``). Given an :class:`ExplorerSession`
-    instead, the widget shows that session.
+    ``level``, ``title``, ``autostart``, ``plots``, ``export_dir``). Given an
+    :class:`ExplorerSession` instead, the widget shows that session. Bad settings raise a
+    ``SearchConfigError`` here, before the search starts; displayed, the widget also leaves a
+    saved view in the notebook (:mod:`.saved_view`).
 
         >>> w = explore(program, workers=1, max_kernel_ops=3)      # doctest: +SKIP
         >>> w                                                       # doctest: +SKIP

@@ -21,7 +21,7 @@ session freely. A listener that raises is recorded in ``listener_errors``; the s
     >>> s.start().wait(120)                                              # doctest: +SKIP
     True
     >>> s.state, len(s.candidates), s.export(s.best_index(), "best.py")   # doctest: +SKIP
-    ('finished', 4, PosixPath('best.py'))
+    ('finished', 4, PosixPath('/home/me/best.py'))
 """
 from __future__ import annotations
 
@@ -136,7 +136,10 @@ class ExplorerSession:
                  **settings: Any) -> None:
         from ..search.runner import CancelToken, check_searchable
 
-        check_searchable(program)  # a bad program fails here, in the caller's cell, not in a thread
+        from ..search.settings_check import validate_search_settings
+
+        check_searchable(program)  # a bad program or setting fails here, in the caller's cell, not in a thread
+        validate_search_settings(config, {"workers": workers, "checkpoint": checkpoint, **settings}, program)
         self.program = program
         self.config = config
         self.settings = dict(settings)
@@ -276,16 +279,22 @@ class ExplorerSession:
             self._cancel.cancel()
             self._emit(StopRequested())
 
-    def stop(self, timeout: float | None = 5.0) -> bool:
+    def stop(self, timeout: float | None = 5.0, widgets: Iterable[Any] = ()) -> bool:
         """Cancel the search and wait up to ``timeout`` s for it to end (``0``: only ask); returns whether it has."""
         self.cancel()
-        return self.wait(timeout) if timeout else self._done.is_set()
+        return self.wait(timeout, widgets) if timeout else self._done.is_set()
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the search ends (or ``timeout`` s pass); returns whether it has ended."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-        return self._done.is_set()
+    def wait(self, timeout: float | None = None, widgets: Iterable[Any] = ()) -> bool:
+        """Block until the search ends (or ``timeout`` s pass); returns whether it has ended.
+
+        In a notebook, clicks on ``widgets`` (a view of this session) are handled while it waits
+        (:func:`~.ui_wait.wait_until`).
+        """
+        from .ui_wait import wait_until
+
+        if self._thread is None:
+            return self._done.is_set()
+        return wait_until(self._done.is_set, timeout, widgets)
 
     @property
     def done(self) -> bool:
@@ -357,10 +366,12 @@ class ExplorerSession:
 
         An ``EquivalenceResult``; ``None`` while it runs; the error text if it could not run.
         """
+        from .ui_wait import wait_until
+
         self.verify(index)
         ev = self._verify_events.get(index)
         if ev is not None:
-            ev.wait(timeout)
+            wait_until(ev.is_set, timeout)
         return self.verification.get(index)
 
     # ================================================================== measurements
@@ -432,12 +443,18 @@ class ExplorerSession:
             self._measure_thread = threading.Thread(target=work, daemon=True, name="mirage_lab-measure")
             self._measure_thread.start()
         if block:
-            self._measure_thread.join()
+            from .ui_wait import wait_until
+
+            thread = self._measure_thread
+            wait_until(lambda: not thread.is_alive())
         return True
 
     # ================================================================== export
     def export(self, index: int, path: str | Path | None = None) -> Path:
-        """Write candidate ``index`` as a standalone module (default name: the record's ``module_name``).
+        """Write candidate ``index`` as a standalone module; returns its absolute path.
+
+        ``path``: a file, or a folder to put it in under the record's ``module_name``; default: that name in
+        the working directory. A relative path is taken from the working directory.
 
         The module is the runtime's export (:func:`mirage_lab.runtime.export`): generated
         Numba-CUDA kernels plus ``forward(*tensors)``, lowered exactly as it was timed. Its
@@ -447,7 +464,10 @@ class ExplorerSession:
 
         rec = self.record(index)
         v, row = rec.lowered, rec.latency
-        out = export(v.graph if v is not None else rec.graph, Path(path or rec.module_name), latency_us=rec.latency_us,
+        target = Path(path or rec.module_name).expanduser()
+        if target.is_dir():
+            target = target / rec.module_name
+        out = export(v.graph if v is not None else rec.graph, target.absolute(), latency_us=rec.latency_us,
                      device=(row.device or None) if row is not None else None,
                      options=v.options if v is not None else None)
         self._emit(Exported(index, out, out.read_text().count("\n"), rec.latency_us))

@@ -91,7 +91,8 @@ class CandidateTable(W.VBox):
         self.selected: int | None = None
         self._callbacks: list[Callable[[int], None]] = []
         self.sort_by = W.Dropdown(options=[(v, k) for k, v in SORT_LABELS.items()], value="index",
-                                  description="sort by", layout=W.Layout(width="210px"))
+                                  description="sort by", style={"description_width": "initial"},
+                                  layout=W.Layout(width="auto", min_width="250px"))
         self.descending = W.ToggleButton(value=False, description="▲ ascending", tooltip="reverse the order",
                                          layout=W.Layout(width="120px"))
         self.header = self._button(bold=True)

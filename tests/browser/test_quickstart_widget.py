@@ -131,8 +131,10 @@ def test_clicking_a_row_the_level_switch_and_export(page, lab):
     page.locator(".mlab-detail").first.locator("text=✓ equivalent").wait_for(timeout=60_000)
     # Export writes the selected candidate next to the notebook (the kernel's working directory).
     ex.locator("button", has_text="Export").click()
-    ex.locator("text=✓ wrote").wait_for(timeout=30_000)
     written = lab["root"] / f"mirage_candidate_{pick[0]}_"
+    # the notebook's own export (a temporary folder) left a "✓ wrote" message already: wait for this one's,
+    # which names the full path in the notebook's folder
+    ex.locator(f"text=✓ wrote {written}").wait_for(timeout=30_000)
     assert [p for p in lab["root"].glob(written.name + "*.py") if "def forward(" in p.read_text()]
 
     ex.scroll_into_view_if_needed()

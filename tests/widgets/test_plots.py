@@ -28,7 +28,7 @@ def test_no_rows_says_no_gpu_and_keeps_the_floor():
         fig = latency_figure(empty, floor_us=floor)
         assert fig.layout.title.text == NO_GPU_TITLE
         assert len(fig.data) == 0
-        note = fig.layout.annotations[0].text
+        note = " ".join(a.text for a in fig.layout.annotations)  # one plain-text line each
         assert "CUDA GPU" in note and f"{floor:.3g} µs" in note
         assert fig.layout.xaxis.visible is False
 
