@@ -227,6 +227,9 @@ def run_gpu(p: suite.SuiteProgram, tune_seconds: float, cap: float | None, setti
     return res
 
 
+NOTHING_FOUND_CAP_S = 5.0   # a GPU run's search, after the search phase found nothing for the program
+
+
 def search_phase(todo: Sequence[suite.SuiteProgram], a: argparse.Namespace, log) -> dict[str, dict]:
     """Search ``todo`` in ``a.search_jobs`` processes at once (``--search-only``, ``--workers`` each), filling the
     persistent cache the GPU runs then read; returns each program's search-only record."""
@@ -347,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-max-autotune", action="store_true",
                     help="leave torch.compile's max-autotune column empty (its tuning takes minutes per program)")
     ap.add_argument("--workers", type=int, default=None, help="search workers (default: the search's own)")
+    ap.add_argument("--search-phase-only", action="store_true",
+                    help="with --search-jobs: run the parallel search phase, then stop (the GPU runs come later, "
+                         "reading the cache)")
     ap.add_argument("--search-jobs", type=int, default=1,
                     help="GPU runs: first search this many programs at once, in processes of their own (--search-only "
                          "with --workers W each), filling the persistent cache; each program's superoptimize then "
@@ -377,13 +383,21 @@ def main(argv: list[str] | None = None) -> int:
     searched: dict[str, dict] = {}
     if not a.search_only and a.search_jobs > 1 and todo:
         searched = search_phase(todo, a, log)
+        if a.search_phase_only:
+            return 0
     for i, p in enumerate(todo, 1):
         log(f"== [{i}/{len(todo)}] {p.name} ({p.dtype}, {p.shapes_text()}; {p.source})")
         append_record(a.resume, {"program": p.name, "mode": mode, "dtype": p.dtype, "kind": p.kind, "started": True})
         t0 = time.perf_counter()
         try:
+            cap = a.search_cap
+            if p.name in searched and not searched[p.name].get("candidates"):
+                # the search phase found nothing within its cap, and a search cut short that found nothing is not
+                # cached: search again only briefly, so the program races alone (the row says so)
+                cap = NOTHING_FOUND_CAP_S
+                log(f"  the search phase found no candidate: searching again for {cap:.0f} s only")
             rec = (search_only(p, a.search_cap, settings, log) if a.search_only
-                   else run_gpu(p, a.tune_seconds, a.search_cap, settings, log, not a.skip_max_autotune))
+                   else run_gpu(p, a.tune_seconds, cap, settings, log, not a.skip_max_autotune))
             if p.name in searched:  # the search ran in the search phase: its numbers, and its seconds counted in
                 s_rec = searched[p.name]
                 rec["search_phase"] = {k: s_rec.get(k) for k in ("search_s", "first_candidate_s", "candidates",
