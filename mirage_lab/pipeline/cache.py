@@ -122,14 +122,27 @@ def _driver_version() -> str | None:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    """mirage_lab's version and a digest of its sources: a checkout changed under the same version number
+    (a new search space, a verifier fix) must not be served the results of the old code."""
+    global _VERSION
+    if _VERSION is None:
+        from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        return version("mirage-lab")
-    except PackageNotFoundError:  # a checkout on PYTHONPATH
         import mirage_lab
 
-        return getattr(mirage_lab, "__version__", "0")
+        try:
+            v = version("mirage-lab")
+        except PackageNotFoundError:  # a checkout on PYTHONPATH
+            v = getattr(mirage_lab, "__version__", "0")
+        root = Path(mirage_lab.__file__).parent
+        h = hashlib.sha256()
+        for p in sorted(root.rglob("*.py")):
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+        _VERSION = f"{v}+src.{h.hexdigest()[:12]}"
+    return _VERSION
+
+
+_VERSION: str | None = None
 
 
 def search_key(graph: KernelGraph, config: str | None, settings: dict[str, Any],
