@@ -48,6 +48,10 @@ def default_cache_dir() -> Path:
     return base / "kernels"
 
 
+def _numpy_hint(x: Any) -> str:
+    return " (convert it with torch.from_numpy(x), then .cuda())" if type(x).__module__ == "numpy" else ""
+
+
 def _import_file(path: Path, name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:  # pragma: no cover
@@ -132,13 +136,14 @@ class CompiledKernel:
         if inputs is None:
             raise KernelInputError(f"this μGraph takes {len(g.inputs)} inputs: call it as kernel(inputs=[...])")
         if isinstance(inputs, torch.Tensor) or not isinstance(inputs, (list, tuple)):
-            raise KernelInputError(f"inputs must be a list of torch tensors, got {type(inputs).__name__}")
+            raise KernelInputError(f"inputs must be a list of torch tensors, got {type(inputs).__name__}"
+                                   f"{_numpy_hint(inputs)}; call it as kernel(inputs=[x, ...])")
         if len(inputs) != len(g.inputs):
             decl = ", ".join(f"{t.dtype.name}{fmt(t.dims)}" for t in g.inputs)
             raise KernelInputError(f"this μGraph takes {len(g.inputs)} inputs ({decl}) but got {len(inputs)}")
         for i, x in enumerate(inputs):
             if not isinstance(x, torch.Tensor):
-                raise KernelInputError(f"input {i} must be a torch.Tensor, got {type(x).__name__}")
+                raise KernelInputError(f"input {i} must be a torch.Tensor, got {type(x).__name__}{_numpy_hint(x)}")
         for i, (x, t) in enumerate(zip(inputs, g.inputs)):
             if tuple(x.shape) != t.dims:
                 raise KernelInputError(f"input {i} has shape {fmt(tuple(x.shape))} but the μGraph declares {fmt(t.dims)}")
