@@ -258,14 +258,27 @@ _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
 _BRACKETS = re.compile(r"[^\[\]{}]+")
 
 
-def _check_depth(text: str) -> None:
-    """Refuse JSON that nests deeper than ``MAX_DEPTH`` (brackets inside strings do not count)."""
-    depth = 0
+def json_depth(text: str, limit: int) -> int:
+    """How deep ``text`` nests (brackets inside strings do not count), read up to ``limit + 1``.
+
+    >>> json_depth('{"a": [1, "[["]}', limit=10)
+    2
+    """
+    depth = top = 0
     for ch in _BRACKETS.sub("", _STRINGS.sub("", text)):
         depth += 1 if ch in "[{" else -1
-        if depth > MAX_DEPTH:
-            raise SerializationError(f"corrupt μGraph JSON: nested more than {MAX_DEPTH} levels deep; "
-                                     "a μGraph file nests about 8 (is this the right file?)")
+        if depth > top:
+            top = depth
+            if top > limit:
+                break
+    return top
+
+
+def _check_depth(text: str) -> None:
+    """Refuse JSON that nests deeper than ``MAX_DEPTH``, before json's recursive parser sees it."""
+    if json_depth(text, MAX_DEPTH) > MAX_DEPTH:
+        raise SerializationError(f"corrupt μGraph JSON: nested more than {MAX_DEPTH} levels deep; "
+                                 "a μGraph file nests about 8 (is this the right file?)")
 
 
 def _parse_int(s: str) -> int:

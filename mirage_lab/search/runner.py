@@ -71,11 +71,11 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
     backends: set[str] = set()
     worker_errors = 0
 
-    def emit_candidate(gjson: str, info: dict) -> CandidateFound | None:
+    def emit_candidate(gjson: str, info: dict, g: KernelGraph | None = None) -> CandidateFound | None:
         h = info.get("hash") or from_json(gjson).content_hash()
         if h in found:
             return None
-        g = from_json(gjson)
+        g = g or from_json(gjson)
         found[h] = len(candidates)
         candidates.append(g)
         stats.candidates = len(candidates)
@@ -83,8 +83,14 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
 
     resumed = 0
     if cp is not None:
-        for gjson, info in cp.candidates:
-            ev = emit_candidate(gjson, {**info, "resumed": True})
+        for line, gjson, info in cp.candidates:
+            # A checkpoint is a file anyone can edit: its candidates are checked again, as the
+            # worker checked them, before they are reported.
+            g, why = _reverify(graph, gjson, cfg)
+            if g is None:
+                yield SearchError(f"checkpoint {cp.path}: line {line}: {why}; it is not reported", _copy(stats))
+                continue
+            ev = emit_candidate(gjson, {**info, "hash": g.content_hash(), "resumed": True}, g)
             if ev:
                 yield ev
         for st in cp.done.values():
@@ -199,6 +205,18 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
     final = _merged(base, {} if not cancelled else live, stats, t0)
     yield Finished(final, list(candidates), cancelled=cancelled, resumed_subtrees=resumed,
                    fingerprint_backends=sorted(backends), worker_errors=worker_errors)
+
+
+def _reverify(target: KernelGraph, gjson: str, cfg: SearchConfig) -> tuple[KernelGraph | None, str]:
+    """The candidate of a checkpoint line, confirmed equivalent to ``target``; or None and why not."""
+    from ..verify import equivalent
+
+    try:
+        g = from_json(gjson)
+        ok = equivalent(target, g, tests=cfg.verify_tests, seed=cfg.seed + 1, backend="numpy")
+    except MirageLabError as e:
+        return None, f"the candidate cannot be checked ({e})"
+    return (g, "") if ok else (None, "the candidate is not equivalent to the program")
 
 
 def _copy(s: SearchStats) -> SearchStats:
