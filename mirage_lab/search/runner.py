@@ -17,6 +17,7 @@ The pieces: :mod:`.worker` (what runs in a worker), :mod:`.executors` (where it 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any, Iterator
 
@@ -29,6 +30,7 @@ from .config import SearchConfig
 from .events import CandidateFound, Finished, Progress, SearchError, SearchStats
 from .executors import drain, make_executor
 from .inputs import SearchInputError, check_searchable
+from .lifetime import remove_orphaned_temp
 
 # Also imported from here by other modules (mirage_lab.search, the widgets).
 __all__ = ["search", "CancelToken", "CheckpointError", "SearchInputError", "check_searchable"]
@@ -145,6 +147,7 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
                            "with each finished chunk of subtrees", _copy(stats))
 
     try:
+        remove_orphaned_temp()   # folders of searches that were killed before they could clean up
         channel = ex.make_channel()
         flag = CancelFlag()
         pending = list(ex.submit_all([(graph_json, cfg, ch, channel, flag.path) for ch in chunks]))
@@ -194,6 +197,12 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
             if cancelled and now - cancel_at > 1.0:
                 break  # workers that ignore the flag (remote Dask) are left to finish on their own
             time.sleep(0.02)
+    except KeyboardInterrupt:
+        # One line instead of tracebacks: the workers ignore Ctrl-C and stop through the flag below.
+        print(f"mirage_lab: search interrupted; its workers are stopping ({len(candidates)} candidates found "
+              f"so far, {base.subtrees_done} of {len(tasks)} subtrees "
+              f"{'saved in ' + str(cp.path) if cp is not None else 'done'})", file=sys.stderr)
+        raise
     finally:
         try:
             if pending and not cancelled and flag is not None:
