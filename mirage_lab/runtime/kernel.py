@@ -31,10 +31,13 @@ import torch
 from ..codegen import CODEGEN_VERSION, DEFAULT_OPTIONS, CodegenOptions, GeneratedModule, KernelInfo, generate_module
 from ..errors import KernelInputError, MirageLabError
 from ..ir.kernel_graph import KernelGraph
+from ..bounded import LRUDict
 from ..ir.shapes import fmt
 
 _LOCK = threading.Lock()
-_COMPILED: dict[str, "CompiledKernel"] = {}
+# Bounded: a tuning run compiles hundreds of variants; one compiled kernel holds its module.
+_COMPILED: "LRUDict" = LRUDict(256)
+GRAPHS_PER_KERNEL = 4   # CUDA graphs kept per compiled kernel (each pins its input and output tensors)
 
 
 def simulator_active() -> bool:
@@ -80,7 +83,7 @@ class CompiledKernel:
         self.path = path
         self.hash = graph_hash
         self.simulator = simulator_active()
-        self._graphs: dict[tuple, "GraphedKernel"] = {}
+        self._graphs: LRUDict = LRUDict(GRAPHS_PER_KERNEL)   # by input data pointers
         self._specs = [(torch.Size(t.dims), t.dtype.torch) for t in graph.inputs]
         self._memo: tuple[list[tuple[Any, int, int]], list[torch.Tensor]] | None = None  # the last valid input set
         self._run = module.run
