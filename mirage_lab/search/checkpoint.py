@@ -57,6 +57,9 @@ class Checkpoint:
     @classmethod
     def open(cls, path: str | os.PathLike, program_hash: str, cfg_hash: str, n_tasks: int) -> "Checkpoint":
         """Open (or create) the checkpoint at ``path`` for this program, settings and task count."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise CheckpointError(f"checkpoint={path!r}: pass a file path (a str or pathlib.Path) such as "
+                                  "'search.ckpt'")
         p = Path(path)
         cp = cls(p)
         header = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "program": program_hash,

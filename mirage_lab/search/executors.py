@@ -175,8 +175,16 @@ class Dask:
         return all(f.done() for f in self._futures)
 
 
+def check_workers(workers: Any) -> None:
+    """Refuse a ``workers`` that is not None or a positive int (``"two"``, ``0``, ``2.0``, ``True``)."""
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise SearchInputError(f"workers={workers!r}: pass a positive int (1 runs in this process), "
+                               "or None for one worker per CPU core")
+
+
 def make_executor(executor: Any, workers: int | None) -> Inline | Pool | Dask:
     """The executor for ``search(executor=..., workers=...)``."""
+    check_workers(workers)
     if executor is None:
         n = workers if workers is not None else (os.cpu_count() or 1)
         if n <= 1:

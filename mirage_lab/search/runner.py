@@ -28,7 +28,7 @@ from .cancel import CancelFlag, CancelToken
 from .checkpoint import Checkpoint, CheckpointError
 from .config import SearchConfig
 from .events import CandidateFound, Finished, Progress, SearchError, SearchStats
-from .executors import drain, make_executor
+from .executors import check_workers, drain, make_executor
 from .inputs import SearchInputError, check_searchable
 from .lifetime import remove_orphaned_temp
 
@@ -49,10 +49,25 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
         >>> for ev in search(g, workers=1):                # doctest: +SKIP
         ...     if isinstance(ev, CandidateFound): print(ev.graph)
     """
+    # Checked here, when search() is called (not at the first event), so that a bad argument
+    # raises in the caller's frame, before any worker or thread starts.
     check_searchable(graph)
+    check_workers(workers)
+    if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
+        raise CheckpointError(f"checkpoint={checkpoint!r}: pass a file path (a str or pathlib.Path) such as "
+                              "'search.ckpt'")
+    if isinstance(progress_interval, bool) or not isinstance(progress_interval, (int, float)) or \
+            not 0 <= progress_interval < float("inf"):
+        raise SearchInputError(f"progress_interval={progress_interval!r}: pass seconds between progress "
+                               "events, a number >= 0 such as 0.25")
     cfg = settings.pop("search_config", None) or SearchConfig.from_args(config, **settings)
     cfg = cfg.with_program_ops(graph)  # ops outside the default lists, where this program uses them
-    cancel = cancel or CancelToken()
+    return _events(graph, cfg, workers, executor, checkpoint, cancel or CancelToken(), progress_interval)
+
+
+def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor: Any,
+            checkpoint: str | os.PathLike | None, cancel: CancelToken, progress_interval: float) -> Iterator[Any]:
+    """The search itself, as a generator of events (see :func:`search`)."""
     from .generator import Generator, Target
 
     t0 = time.monotonic()

@@ -28,6 +28,8 @@ values = st.one_of(st.sampled_from(BAD_VALUES), st.integers(), st.floats(), st.t
 
 
 def _is_int(v) -> bool:
+    if isinstance(v, torch.Tensor):   # a one-element int tensor is an int (operator.index takes it)
+        return v.dim() == 0 and not v.dtype.is_floating_point and not v.dtype.is_complex and v.dtype != torch.bool
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
@@ -85,7 +87,7 @@ SLOTS = {
     "new_input dtype": ("other", _k(lambda g, a, w, v: g.new_input((4, 4), dtype=v))),
     "clamp lo": ("number", _k(lambda g, a, w, v: g.clamp(a, v, 10**6))),
     "clamp hi": ("number", _k(lambda g, a, w, v: g.clamp(a, -10**6, v))),
-    "rms_norm normalized_shape": ("int", _k(lambda g, a, w, v: g.rms_norm(a, v))),
+    "rms_norm normalized_shape": ("int or None", _k(lambda g, a, w, v: g.rms_norm(a, v))),
     "reduction dim": ("int", _k(lambda g, a, w, v: g.reduction(a, v))),
     "matmul B": ("other", _k(lambda g, a, w, v: g.matmul(a, v))),
     "customized inputs": ("other", _k(lambda g, a, w, v: g.customized(v, mi.new_threadblock_graph((1, 1, 1))))),
@@ -95,7 +97,7 @@ SLOTS = {
     "forloop_range": ("int", lambda v: mi.new_threadblock_graph((1, 1, 1), forloop_range=v)),
     "reduction_dimx": ("int", lambda v: mi.new_threadblock_graph((1, 1, 1), reduction_dimx=v)),
     "input_map[0]": ("int", _b(lambda bg, x, acc, a, v: bg.new_input(a, (v, -1, -1)))),
-    "input_map": ("seq", _b(lambda bg, x, acc, a, v: bg.new_input(a, v))),
+    "input_map": ("map", _b(lambda bg, x, acc, a, v: bg.new_input(a, v))),
     "forloop_dim": ("int", _b(lambda bg, x, acc, a, v: bg.new_input(a, (0, -1, -1), v))),
     "store_in_dmem": ("bool", _b(lambda bg, x, acc, a, v: bg.new_input(a, (0, -1, -1), 1, v))),
     "output_map[0]": ("int", _b(lambda bg, x, acc, a, v: bg.new_output(acc, (v, -1, -1)))),
@@ -115,9 +117,12 @@ def check_call(slot: str, value) -> str:
     except GraphBuildError as e:
         assert str(e)
         return "refused"
-    fits = {"int": _is_int, "number": _is_number, "bool": lambda v: isinstance(v, bool),
-            "seq": lambda v: isinstance(v, (list, tuple)) and all(_is_int(x) for x in v) or
+    fits = {"int": _is_int, "int or None": lambda v: v is None or _is_int(v), "number": _is_number,
+            "bool": lambda v: isinstance(v, bool),
+            "seq": lambda v: isinstance(v, (list, tuple, np.ndarray, torch.Tensor)) and all(_is_int(x) for x in v) or
             slot == "grid_dim" and _is_int(v),   # grid_dim=64 means (64, 1, 1)
+            "map": lambda v: v is None or isinstance(v, dict) and all(_is_int(x) for x in v.values()) or
+            isinstance(v, (list, tuple, np.ndarray, torch.Tensor)) and all(_is_int(x) for x in v),
             "other": lambda v: True}[kind](value)
     assert fits, f"{slot}: {value!r} ({type(value).__name__}) was accepted silently"
     return "built"
