@@ -405,7 +405,7 @@ class BlockGraph:
         where = "forloop_accum"
         x = self._own(x, where)
         self._check_mutable(where)
-        if acc not in ACCUM_KINDS:
+        if not (acc is None or isinstance(acc, str)) or acc not in ACCUM_KINDS:
             raise GraphBuildError(f"{where}: unknown accumulator {acc!r}; use one of {ACCUM_KINDS}")
         if x.after_accum:
             raise GraphBuildError(f"{where}: {x!r} is already computed after the for-loop; accumulate an in-loop tensor")
