@@ -30,6 +30,12 @@ MAX_FORLOOP = 2**20            # iterations of a block graph's for-loop
 MAX_SEQ = 64                   # longest dims / strides / map sequence read (a tensor has at most 4 dims)
 
 
+def _is_bool(value: Any) -> bool:
+    """True, False, and numpy or torch booleans (which ``operator.index`` would take as 1 and 0)."""
+    dtype = getattr(value, "dtype", None)
+    return isinstance(value, bool) or dtype is not None and (getattr(dtype, "kind", "") == "b" or str(dtype) == "torch.bool")
+
+
 def _kind(value: Any) -> str:
     if value is None:
         return "nothing"
@@ -39,7 +45,7 @@ def _kind(value: Any) -> str:
 def as_int(value: Any, where: str, what: str, *, lo: int, hi: int, example: str = "") -> int:
     """``value`` as an int in ``[lo, hi]``: ints and numpy ints only (no bool, no float)."""
     hint = example or ("a positive int such as 16" if lo >= 1 else f"an int from {lo} to {hi}")
-    if isinstance(value, bool) or hasattr(value, "dtype") and getattr(value.dtype, "kind", "") == "b":
+    if _is_bool(value):
         raise GraphBuildError(f"{where}: {what} must be an int, got {value!r} ({_kind(value)}); pass {hint}")
     try:
         v = operator.index(value)
@@ -71,8 +77,8 @@ def int_seq(value: Any, where: str, what: str, *, lo: int, hi: int, example: str
 
 def finite_number(value: Any, where: str, what: str) -> float:
     """``value`` as a finite float: ints and floats (numpy's too) only, no bool, nan, inf or overflow."""
-    if isinstance(value, bool) or isinstance(value, (str, bytes)) or hasattr(value, "dtype") and \
-            getattr(value.dtype, "kind", "") not in ("i", "u", "f"):
+    if _is_bool(value) or isinstance(value, (str, bytes)) or hasattr(value, "dtype") and \
+            getattr(value.dtype, "kind", "") not in ("i", "u", "f") and not hasattr(value, "numel"):
         raise GraphBuildError(f"{where}: {what} must be a finite number, got {value!r} ({_kind(value)}); pass a float such as 0.5")
     if hasattr(value, "numel") and value.numel() != 1:
         raise GraphBuildError(f"{where}: {what} must be a number, got a tensor of shape {tuple(value.shape)}; pass a float")

@@ -22,7 +22,8 @@ CI_EXAMPLES = 150   # the benchmark script runs >= 1,000 (of which >= 200 bad ca
 
 BAD_VALUES = [True, False, None, 0.5, 1.5, 16.0, -1.0, math.nan, math.inf, -math.inf, 10**400, -10**400, 10**30,
               2**31, 0, -1, -2, "16", "a", b"4", [4], (4, 4), {}, {"x": 1}, 3 + 0j, np.float64(2.0), np.bool_(True),
-              np.int64(4), np.float32(math.nan), np.array([4, 4]), torch.tensor(2.0), torch.tensor([1, 2]), object()]
+              np.int64(4), np.float32(math.nan), np.array([4, 4]), torch.tensor(2.0), torch.tensor([1, 2]),
+              torch.tensor(True), torch.tensor(3), torch.tensor(math.inf), np.array(2.5), object()]
 values = st.one_of(st.sampled_from(BAD_VALUES), st.integers(), st.floats(), st.text(max_size=4),
                    st.lists(st.integers(-2, 8), max_size=5), st.booleans())
 
@@ -34,6 +35,9 @@ def _is_int(v) -> bool:
 
 
 def _is_number(v) -> bool:
+    if isinstance(v, (torch.Tensor, np.ndarray)):   # a 0-d numeric tensor or array is a number
+        return v.ndim == 0 and v.dtype not in (torch.bool, np.bool_) and not str(v.dtype).startswith(
+            ("torch.complex", "complex")) and math.isfinite(float(v))
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
         return False
     try:
@@ -154,3 +158,11 @@ def test_the_calls_of_issue_21_are_clean_errors():
             assert "; " in str(e) or "pass" in str(e), f"no fix named: {e}"
         else:
             raise AssertionError("accepted")
+
+
+def test_every_slot_with_every_listed_bad_value():
+    """The exhaustive grid (25 slots x the listed values, ~900 calls): each builds exactly or is refused."""
+    from collections import Counter
+
+    seen = Counter(check_call(slot, v) for slot in SLOTS for v in BAD_VALUES)
+    assert seen["refused"] >= 200 and sum(seen.values()) == len(SLOTS) * len(BAD_VALUES)
