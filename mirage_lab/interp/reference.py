@@ -16,7 +16,7 @@ independent, so this is the same computation, just batched).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -89,6 +89,23 @@ def _compute_dtype(inputs: Sequence[torch.Tensor]) -> torch.dtype:
     return torch.float32 if dt in _LOW_PRECISION else dt
 
 
+def _numpy_hint(x: Any) -> str:
+    return "; convert it with torch.from_numpy(x)" if type(x).__module__ == "numpy" else ""
+
+
+def _input_list(inputs: Any, graph: KernelGraph) -> list[Any]:
+    """``inputs`` as a list, or a ReferenceRunError saying how to pass them."""
+    decl = ", ".join(f"{t.dtype.name}{fmt(t.dims)}" for t in graph.inputs)
+    if isinstance(inputs, (list, tuple)):
+        return list(inputs)
+    if inputs is None:
+        raise ReferenceRunError(f"run_reference: no inputs given; the graph takes {len(graph.inputs)} "
+                                f"({decl}): call mi.run_reference(graph, [x, ...]) with torch tensors")
+    what = "a single tensor" if isinstance(inputs, torch.Tensor) else type(inputs).__name__
+    raise ReferenceRunError(f"run_reference: inputs must be a list of torch tensors ({decl}), got {what}"
+                            f"{_numpy_hint(inputs)}; wrap them in a list: [x, ...]")
+
+
 def run_reference(graph: KernelGraph, inputs: Sequence[torch.Tensor], *, per_block: bool = False) -> list[torch.Tensor]:
     """Run ``graph`` on torch tensors and return its outputs, in ``mark_output`` order.
 
@@ -106,7 +123,7 @@ def run_reference(graph: KernelGraph, inputs: Sequence[torch.Tensor], *, per_blo
         raise ReferenceRunError(f"run_reference: expected a KernelGraph, got {type(graph).__name__}")
     if not graph.outputs:
         raise ReferenceRunError("run_reference: the graph has no outputs; call graph.mark_output(t) first")
-    inputs = list(inputs)
+    inputs = _input_list(inputs, graph)
     if len(inputs) != len(graph.inputs):
         raise ReferenceRunError(
             f"run_reference: the graph takes {len(graph.inputs)} inputs "
@@ -114,7 +131,8 @@ def run_reference(graph: KernelGraph, inputs: Sequence[torch.Tensor], *, per_blo
         )
     for i, (x, t) in enumerate(zip(inputs, graph.inputs)):
         if not isinstance(x, torch.Tensor):
-            raise ReferenceRunError(f"run_reference: input {i} must be a torch.Tensor, got {type(x).__name__}")
+            raise ReferenceRunError(f"run_reference: input {i} must be a torch.Tensor, got {type(x).__name__}"
+                                    f"{_numpy_hint(x)}")
         if tuple(x.shape) != t.dims:
             raise ReferenceRunError(
                 f"run_reference: input {i} has shape {fmt(tuple(x.shape))} but the graph declares {fmt(t.dims)}"

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from ..errors import GraphBuildError
 from ..ops import BLOCK, binary_ops, unary_ops
-from . import shapes
+from . import checks, shapes
 from .dtypes import DType
 from .kernel_graph import DTensor
 from .tiling import tile_dims
@@ -90,42 +90,42 @@ class TBOp:
         return f"TBOp({self.op_type}, in={[t.name for t in self.inputs]}, out={[t.name for t in self.outputs]})"
 
 
-def _int3(value: Any, what: str, where: str) -> tuple[int, int, int]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = (value,)
-    try:
-        vals = tuple(int(v) for v in value)
-    except TypeError as e:
-        raise GraphBuildError(f"{where}: {what} must be up to three ints, got {value!r}") from e
-    if not 1 <= len(vals) <= 3 or any(int(v) != v for v in value):
-        raise GraphBuildError(f"{where}: {what} must be up to three ints, got {value!r}")
-    return (vals + (1, 1))[:3]  # type: ignore[return-value]
+def _int3(value: Any, what: str, where: str, hi: tuple[int, int, int]) -> tuple[int, int, int]:
+    example = "(64, 1, 1)" if what == "grid_dim" else "(128, 1, 1)"
+    if not hasattr(value, "__iter__") or isinstance(value, (str, bytes, dict)):
+        value = (checks.as_int(value, where, what, lo=1, hi=hi[0], example=f"up to three positive ints such as {example}"),)
+    vals = checks.int_seq(value, where, what, lo=-2**63, hi=2**63, example=example)  # the limits come below
+    if not 1 <= len(vals) <= 3:
+        raise GraphBuildError(f"{where}: {what} must be up to three ints such as {example}, got {value!r}")
+    if any(d <= 0 for d in vals):
+        raise GraphBuildError(f"{where}: every entry of {what} must be positive, got {vals}")
+    vals = (vals + (1, 1))[:3]
+    for a in range(3):
+        if vals[a] > hi[a]:
+            raise GraphBuildError(f"{where}: {what} {vals} exceeds CUDA's limit {hi[a]} on axis {AXES[a]}; "
+                                  f"pass a smaller {what} such as {example}")
+    return vals  # type: ignore[return-value]
 
 
 def _number(where: str, arg: str, value: Any) -> float:
-    if isinstance(value, bool):
-        raise GraphBuildError(f"{where}: {arg} must be a number, got {value!r}")
-    try:
-        return float(value)
-    except (TypeError, ValueError) as e:
-        raise GraphBuildError(f"{where}: {arg} must be a number, got {value!r}") from e
+    return checks.finite_number(value, where, arg)
 
 
 def _map3(value: Any, where: str, arg: str) -> tuple[int, int, int]:
+    example = "(1, -1, -1)"
     if value is None:
         return (-1, -1, -1)
     if isinstance(value, dict):  # {"x": 1} or {0: 1}
         out = [-1, -1, -1]
         for k, v in value.items():
             a = AXES.index(k) if isinstance(k, str) and k in AXES else k
-            if a not in (0, 1, 2):
+            if isinstance(a, bool) or a not in (0, 1, 2):
                 raise GraphBuildError(f"{where}: {arg} key {k!r} is not a grid axis (x, y, z)")
-            out[a] = int(v)
+            out[a] = checks.as_int(v, where, f"{arg}[{k!r}]", lo=-1, hi=checks.MAX_DIM,
+                                   example="a data dim or -1 (replicate)")
         return tuple(out)  # type: ignore[return-value]
-    try:
-        vals = tuple(int(v) for v in value)
-    except TypeError as e:
-        raise GraphBuildError(f"{where}: {arg} must be three ints (grid axis x,y,z -> data dim, -1 = replicate), got {value!r}") from e
+    vals = checks.int_seq(value, where, arg, lo=-1, hi=checks.MAX_DIM,
+                          example=f"{example} (grid axis x,y,z -> data dim, -1 = replicate)")
     if len(vals) != 3:
         raise GraphBuildError(f"{where}: {arg} must be three ints (grid axis x,y,z -> data dim, -1 = replicate), got {value!r}")
     return vals  # type: ignore[return-value]
@@ -136,17 +136,14 @@ class BlockGraph:
 
     def __init__(self, grid_dim: Any, block_dim: Any = (128, 1, 1), forloop_range: int = 1, reduction_dimx: int = 64):
         where = "new_threadblock_graph"
-        self.grid_dim = _int3(grid_dim, "grid_dim", where)
-        self.block_dim = _int3(block_dim if block_dim is not None else (128, 1, 1), "block_dim", where)
-        for name, v in (("grid_dim", self.grid_dim), ("block_dim", self.block_dim)):
-            if any(d <= 0 for d in v):
-                raise GraphBuildError(f"{where}: every entry of {name} must be positive, got {v}")
-        if not isinstance(forloop_range, int) or isinstance(forloop_range, bool) or forloop_range <= 0:
-            raise GraphBuildError(f"{where}: forloop_range must be a positive int, got {forloop_range!r}")
-        if not isinstance(reduction_dimx, int) or isinstance(reduction_dimx, bool) or reduction_dimx <= 0:
-            raise GraphBuildError(f"{where}: reduction_dimx must be a positive int, got {reduction_dimx!r}")
-        self.forloop_range = forloop_range
-        self.reduction_dimx = reduction_dimx
+        self.grid_dim = _int3(grid_dim, "grid_dim", where, checks.MAX_GRID)
+        self.block_dim = _int3(block_dim if block_dim is not None else (128, 1, 1), "block_dim", where, checks.MAX_BLOCK)
+        if self.block_dim[0] * self.block_dim[1] * self.block_dim[2] > checks.MAX_BLOCK_THREADS:
+            raise GraphBuildError(f"{where}: block_dim {self.block_dim} has more than {checks.MAX_BLOCK_THREADS} "
+                                  "threads, CUDA's limit for a block; pass e.g. (128, 1, 1)")
+        self.forloop_range = checks.as_int(forloop_range, where, "forloop_range", lo=1, hi=checks.MAX_FORLOOP)
+        self.reduction_dimx = checks.as_int(reduction_dimx, where, "reduction_dimx", lo=1, hi=checks.MAX_DIM,
+                                            example="a positive int such as 64")
         self.ops: list[TBOp] = []
         self.tensors: list[STensor] = []
         self.input_ops: list[TBOp] = []
@@ -245,6 +242,8 @@ class BlockGraph:
                     f"{where}: {self._axis_desc(a)} does not divide dim {k} of {dtensor!r} "
                     f"({dims[k]} % {self.grid_dim[a]} = {dims[k] % self.grid_dim[a]}); pick a grid size that divides {dims[k]}"
                 )
+        if not isinstance(store_in_dmem, bool):
+            raise GraphBuildError(f"{where}: store_in_dmem must be True or False, got {store_in_dmem!r}")
         if not isinstance(forloop_dim, int) or isinstance(forloop_dim, bool) or not -1 <= forloop_dim < len(dims):
             raise GraphBuildError(
                 f"{where}: forloop_dim {forloop_dim!r} is not a dim of {dtensor!r} (0..{len(dims) - 1}, or -1 for none)"
@@ -406,7 +405,7 @@ class BlockGraph:
         where = "forloop_accum"
         x = self._own(x, where)
         self._check_mutable(where)
-        if acc not in ACCUM_KINDS:
+        if not (acc is None or isinstance(acc, str)) or acc not in ACCUM_KINDS:
             raise GraphBuildError(f"{where}: unknown accumulator {acc!r}; use one of {ACCUM_KINDS}")
         if x.after_accum:
             raise GraphBuildError(f"{where}: {x!r} is already computed after the for-loop; accumulate an in-loop tensor")

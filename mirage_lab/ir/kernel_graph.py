@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..errors import GraphBuildError
 from ..ops import KERNEL, binary_ops, unary_ops
-from . import shapes
+from . import checks, shapes
 from .dtypes import DType, as_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -137,11 +137,8 @@ class KernelGraph:
         dt = as_dtype(_dt.float16 if dtype is None else dtype, where=f"new_input(dims={shapes.fmt(dims_t)})")
         attrs: dict[str, Any] = {}
         if strides is not None:
-            try:
-                st = tuple(int(s) for s in strides)
-            except TypeError as e:
-                raise GraphBuildError(f"new_input: strides must be a sequence of ints, got {strides!r}") from e
-            if len(st) != len(dims_t) or any(s < 0 for s in st):
+            st = checks.int_seq(strides, "new_input", "strides", lo=0, hi=checks.MAX_NUMEL, example="(4096, 1)")
+            if len(st) != len(dims_t):
                 raise GraphBuildError(
                     f"new_input: strides {strides!r} must be {len(dims_t)} non-negative ints for dims {shapes.fmt(dims_t)}"
                 )
@@ -199,12 +196,9 @@ class KernelGraph:
 
     def clamp(self, x: DTensor, lo: float, hi: float) -> DTensor:
         """Clamp every element into ``[lo, hi]``."""
-        try:
-            lo_f, hi_f = float(lo), float(hi)
-        except (TypeError, ValueError) as e:
-            raise GraphBuildError(f"clamp: bounds must be numbers, got lo={lo!r}, hi={hi!r}") from e
+        lo_f, hi_f = checks.finite_number(lo, "clamp", "lo"), checks.finite_number(hi, "clamp", "hi")
         if lo_f > hi_f:
-            raise GraphBuildError(f"clamp: lo={lo_f} is greater than hi={hi_f}")
+            raise GraphBuildError(f"clamp: lo={lo_f} is greater than hi={hi_f}; swap them")
         return self._unary("clamp", x, {"lo": lo_f, "hi": hi_f})
 
     def _binary(self, op: str, a: DTensor, b: DTensor) -> DTensor:
@@ -238,7 +232,13 @@ class KernelGraph:
             self._same_dtype("rms_norm (weight)", x, g)
             return self.mul(self.rms_norm(x), g)
         if normalized_shape is not None:
-            ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+            example = f"({x.dims[-1]},)"
+            if hasattr(normalized_shape, "__iter__") and not isinstance(normalized_shape, (str, bytes)):
+                ns = checks.int_seq(normalized_shape, "rms_norm", "normalized_shape", lo=1, hi=checks.MAX_DIM,
+                                    example=example)
+            else:
+                ns = (checks.as_int(normalized_shape, "rms_norm", "normalized_shape", lo=1, hi=checks.MAX_DIM,
+                                    example=f"the last dim {example}, or a weight DTensor"),)
             if ns != (x.dims[-1],):
                 raise GraphBuildError(
                     f"rms_norm: normalized_shape {ns} must be the last dim of {x!r}, i.e. ({x.dims[-1]},); "

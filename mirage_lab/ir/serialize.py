@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -247,6 +249,60 @@ def _block_from_dict(d: dict[str, Any], dtensors: list[Any], where: str) -> Bloc
     return bg
 
 
+# Limits checked before and while json parses, so that no input reaches Python's recursion limit,
+# its 4,300-digit int limit or float overflow: a μGraph file nests about 8 levels deep and holds
+# ints of at most a dozen digits.
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 30
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[^\[\]{}]+")
+
+
+def json_depth(text: str, limit: int) -> int:
+    """How deep ``text`` nests (brackets inside strings do not count), read up to ``limit + 1``.
+
+    >>> json_depth('{"a": [1, "[["]}', limit=10)
+    2
+    """
+    depth = top = 0
+    for ch in _BRACKETS.sub("", _STRINGS.sub("", text)):
+        depth += 1 if ch in "[{" else -1
+        if depth > top:
+            top = depth
+            if top > limit:
+                break
+    return top
+
+
+def _check_depth(text: str) -> None:
+    """Refuse JSON that nests deeper than ``MAX_DEPTH``, before json's recursive parser sees it."""
+    if json_depth(text, MAX_DEPTH) > MAX_DEPTH:
+        raise SerializationError(f"corrupt μGraph JSON: nested more than {MAX_DEPTH} levels deep; "
+                                 "a μGraph file nests about 8 (is this the right file?)")
+
+
+def _parse_int(s: str) -> int:
+    if len(s.lstrip("-")) > MAX_INT_DIGITS:
+        raise SerializationError(f"corrupt μGraph JSON: an integer of {len(s.lstrip('-'))} digits; "
+                                 f"μGraph files hold ints of at most {MAX_INT_DIGITS}")
+    return int(s)
+
+
+def _parse_float(s: str) -> float:
+    if len(s) > 64:
+        raise SerializationError(f"corrupt μGraph JSON: a number written with {len(s)} characters; "
+                                 "μGraph files hold plain floats")
+    f = float(s)
+    if not math.isfinite(f):
+        raise SerializationError(f"corrupt μGraph JSON: the number {s[:40]} overflows a float; "
+                                 "μGraph files hold finite numbers")
+    return f
+
+
+def _parse_constant(s: str) -> float:
+    raise SerializationError(f"corrupt μGraph JSON: {s} is not a finite number; μGraph files hold finite numbers")
+
+
 def from_json(text: str | bytes) -> KernelGraph:
     """Load a μGraph from JSON text written by ``graph.to_json()``.
 
@@ -258,10 +314,16 @@ def from_json(text: str | bytes) -> KernelGraph:
     if not isinstance(text, (str, bytes, bytearray)):
         raise SerializationError(f"from_json: expected the JSON text (str or bytes), got {type(text).__name__}; "
                                  "to read a file use mi.load(path)")
+    if not isinstance(text, str):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise SerializationError(f"corrupt μGraph JSON: not UTF-8 text ({e})") from None
+    _check_depth(text)
     try:
-        d = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SerializationError(f"corrupt μGraph JSON: not valid JSON ({e})") from e
+        d = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+    except json.JSONDecodeError as e:
+        raise SerializationError(f"corrupt μGraph JSON: not valid JSON ({e})") from None
     return from_dict(d)
 
 

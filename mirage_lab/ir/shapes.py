@@ -13,18 +13,10 @@ def fmt(dims: Sequence[int]) -> str:
 
 
 def check_dims(dims: Sequence[int], where: str) -> tuple[int, ...]:
-    # A string is a sequence too, but never a shape: refuse it before int() turns '16' into 16.
-    if isinstance(dims, (str, bytes)):
-        raise GraphBuildError(f"{where}: dims must be a sequence of positive ints such as (16, 4096), got {dims!r}")
-    try:
-        out = tuple(int(d) for d in dims)
-    except (TypeError, ValueError) as e:
-        raise GraphBuildError(f"{where}: dims must be a sequence of positive ints such as (16, 4096), got {dims!r}") from e
-    if not out or len(out) > MAX_DIMS:
-        raise GraphBuildError(f"{where}: tensors have 1 to {MAX_DIMS} dims, got {len(out)} ({dims!r})")
-    if any(d <= 0 for d in out) or any(int(d) != d for d in dims):
-        raise GraphBuildError(f"{where}: every dim must be a positive int, got {dims!r}")
-    return out
+    """A tensor shape checked by :func:`.checks.dims` (ints only, 1 to 4 dims, sane sizes)."""
+    from .checks import dims as _dims
+
+    return _dims(dims, where)
 
 
 def broadcast(op: str, a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:

@@ -31,10 +31,13 @@ import torch
 from ..codegen import CODEGEN_VERSION, DEFAULT_OPTIONS, CodegenOptions, GeneratedModule, KernelInfo, generate_module
 from ..errors import KernelInputError, MirageLabError
 from ..ir.kernel_graph import KernelGraph
+from ..bounded import LRUDict
 from ..ir.shapes import fmt
 
 _LOCK = threading.Lock()
-_COMPILED: dict[str, "CompiledKernel"] = {}
+# Bounded: a tuning run compiles hundreds of variants; one compiled kernel holds its module.
+_COMPILED: "LRUDict" = LRUDict(256)
+GRAPHS_PER_KERNEL = 4   # CUDA graphs kept per compiled kernel (each pins its input and output tensors)
 
 
 def simulator_active() -> bool:
@@ -56,6 +59,10 @@ def cache_root() -> Path:
 
 def default_cache_dir() -> Path:
     return cache_root() / "kernels"
+
+
+def _numpy_hint(x: Any) -> str:
+    return " (convert it with torch.from_numpy(x), then .cuda())" if type(x).__module__ == "numpy" else ""
 
 
 def _import_file(path: Path, name: str) -> ModuleType:
@@ -86,7 +93,7 @@ class CompiledKernel:
         self.path = path
         self.hash = graph_hash
         self.simulator = simulator_active()
-        self._graphs: dict[tuple, "GraphedKernel"] = {}
+        self._graphs: LRUDict = LRUDict(GRAPHS_PER_KERNEL)   # by input data pointers
         self._specs = [(torch.Size(t.dims), t.dtype.torch) for t in graph.inputs]
         self._memo: tuple[list[tuple[Any, int, int]], list[torch.Tensor]] | None = None  # the last valid input set
         self._run = module.run
@@ -142,13 +149,14 @@ class CompiledKernel:
         if inputs is None:
             raise KernelInputError(f"this μGraph takes {len(g.inputs)} inputs: call it as kernel(inputs=[...])")
         if isinstance(inputs, torch.Tensor) or not isinstance(inputs, (list, tuple)):
-            raise KernelInputError(f"inputs must be a list of torch tensors, got {type(inputs).__name__}")
+            raise KernelInputError(f"inputs must be a list of torch tensors, got {type(inputs).__name__}"
+                                   f"{_numpy_hint(inputs)}; call it as kernel(inputs=[x, ...])")
         if len(inputs) != len(g.inputs):
             decl = ", ".join(f"{t.dtype.name}{fmt(t.dims)}" for t in g.inputs)
             raise KernelInputError(f"this μGraph takes {len(g.inputs)} inputs ({decl}) but got {len(inputs)}")
         for i, x in enumerate(inputs):
             if not isinstance(x, torch.Tensor):
-                raise KernelInputError(f"input {i} must be a torch.Tensor, got {type(x).__name__}")
+                raise KernelInputError(f"input {i} must be a torch.Tensor, got {type(x).__name__}{_numpy_hint(x)}")
         for i, (x, t) in enumerate(zip(inputs, g.inputs)):
             if tuple(x.shape) != t.dims:
                 raise KernelInputError(f"input {i} has shape {fmt(tuple(x.shape))} but the μGraph declares {fmt(t.dims)}")

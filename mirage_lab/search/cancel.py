@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from .lifetime import mark_owned
+
 
 class CancelToken:
     """Set from any thread (a Stop button) to end a running search within a second."""
@@ -44,6 +46,7 @@ class CancelFlag:
     def __init__(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="mirage_lab_cancel_")
         self.path = os.path.join(self.folder, "cancel")
+        mark_owned(self.folder)   # a search killed before it removes the folder: the next one does
 
     def set(self) -> None:
         Path(self.path).touch()

@@ -11,10 +11,13 @@ import os
 import queue as queue_mod
 import sys
 import threading
+import time
 from concurrent.futures import Executor, ProcessPoolExecutor
+from multiprocessing.managers import SyncManager
 from typing import Any
 
 from .inputs import SearchInputError
+from .lifetime import child_init, mark_multiprocessing_temp
 from .worker import run_tasks
 
 
@@ -107,8 +110,13 @@ class Pool:
         # already used the GPU (a notebook that made CUDA tensors, a second superoptimize)
         # gets spawned workers, which keep GPU fingerprints (4-5x faster searches).
         ctx = mp.get_context("fork" if sys.platform.startswith("linux") and not _parent_holds_cuda() else "spawn")
-        self.executor = executor or ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
-        self._manager = ctx.Manager()
+        # Our workers and the Manager ignore Ctrl-C and exit when this process dies (lifetime.py).
+        parent = os.getpid()
+        self.executor = executor or ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                                                        initializer=child_init, initargs=(parent,))
+        mark_multiprocessing_temp()   # before the Manager starts: a forked one puts its socket there
+        self._manager = SyncManager(ctx=ctx)
+        self._manager.start(child_init, (parent,))
         self._futures: list[Any] = []
 
     def make_channel(self) -> Any:
@@ -121,7 +129,20 @@ class Pool:
     def shutdown(self) -> None:
         if self._own:
             self.executor.shutdown(wait=False, cancel_futures=True)
-        self._manager.shutdown()
+        # Calls already handed to a worker cannot be cancelled: they still unpickle their
+        # channel (a proxy that connects to the Manager) and then see the cancel flag. So the
+        # Manager stays up until no call can still start; stopping it earlier made each such
+        # worker die with a FileNotFoundError traceback.
+        if self.idle():
+            self._manager.shutdown()
+            return
+
+        def wait() -> None:
+            while not self.idle():
+                time.sleep(0.05)
+            self._manager.shutdown()
+
+        threading.Thread(target=wait, daemon=True, name="mirage_lab-search-manager-stop").start()
 
     def idle(self) -> bool:
         return all(f.done() for f in self._futures)
@@ -154,8 +175,16 @@ class Dask:
         return all(f.done() for f in self._futures)
 
 
+def check_workers(workers: Any) -> None:
+    """Refuse a ``workers`` that is not None or a positive int (``"two"``, ``0``, ``2.0``, ``True``)."""
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise SearchInputError(f"workers={workers!r}: pass a positive int (1 runs in this process), "
+                               "or None for one worker per CPU core")
+
+
 def make_executor(executor: Any, workers: int | None) -> Inline | Pool | Dask:
     """The executor for ``search(executor=..., workers=...)``."""
+    check_workers(workers)
     if executor is None:
         n = workers if workers is not None else (os.cpu_count() or 1)
         if n <= 1:

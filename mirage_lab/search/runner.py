@@ -17,6 +17,7 @@ The pieces: :mod:`.worker` (what runs in a worker), :mod:`.executors` (where it 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any, Iterator
 
@@ -27,9 +28,10 @@ from .cancel import CancelFlag, CancelToken
 from .checkpoint import Checkpoint, CheckpointError
 from .config import SearchConfig
 from .events import CandidateFound, Finished, Progress, SearchError, SearchStats
-from .executors import drain, make_executor
+from .executors import check_workers, drain, make_executor
 from .inputs import SearchInputError, check_searchable
 from .settings_check import validate_search_settings
+from .lifetime import remove_orphaned_temp
 
 # Also imported from here by other modules (mirage_lab.search, the widgets).
 __all__ = ["search", "CancelToken", "CheckpointError", "SearchInputError", "check_searchable"]
@@ -49,19 +51,26 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
         >>> for ev in search(g, workers=1):                # doctest: +SKIP
         ...     if isinstance(ev, CandidateFound): print(ev.graph)
     """
+    # Checked here, when search() is called (not at the first event), so that a bad argument
+    # raises in the caller's frame, before any worker or thread starts.
     check_searchable(graph)
     validate_search_settings(config, {"workers": workers, "checkpoint": checkpoint, **settings}, graph)
-    return _events(graph, config, workers=workers, executor=executor, checkpoint=checkpoint, cancel=cancel,
-                   progress_interval=progress_interval, **settings)
-
-
-def _events(graph: KernelGraph, config: str | None, *, workers: int | None, executor: Any,
-            checkpoint: str | os.PathLike | None, cancel: CancelToken | None, progress_interval: float,
-            **settings: Any) -> Iterator[Any]:
-    """:func:`search`'s events (a generator: it runs as the caller iterates)."""
+    check_workers(workers)
+    if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
+        raise CheckpointError(f"checkpoint={checkpoint!r}: pass a file path (a str or pathlib.Path) such as "
+                              "'search.ckpt'")
+    if isinstance(progress_interval, bool) or not isinstance(progress_interval, (int, float)) or \
+            not 0 <= progress_interval < float("inf"):
+        raise SearchInputError(f"progress_interval={progress_interval!r}: pass seconds between progress "
+                               "events, a number >= 0 such as 0.25")
     cfg = settings.pop("search_config", None) or SearchConfig.from_args(config, **settings)
     cfg = cfg.with_program_ops(graph)  # ops outside the default lists, where this program uses them
-    cancel = cancel or CancelToken()
+    return _events(graph, cfg, workers, executor, checkpoint, cancel or CancelToken(), progress_interval)
+
+
+def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor: Any,
+            checkpoint: str | os.PathLike | None, cancel: CancelToken, progress_interval: float) -> Iterator[Any]:
+    """The search itself, as a generator of events (see :func:`search`)."""
     from .generator import Generator, Target
 
     t0 = time.monotonic()
@@ -82,11 +91,11 @@ def _events(graph: KernelGraph, config: str | None, *, workers: int | None, exec
     backends: set[str] = set()
     worker_errors = 0
 
-    def emit_candidate(gjson: str, info: dict) -> CandidateFound | None:
+    def emit_candidate(gjson: str, info: dict, g: KernelGraph | None = None) -> CandidateFound | None:
         h = info.get("hash") or from_json(gjson).content_hash()
         if h in found:
             return None
-        g = from_json(gjson)
+        g = g or from_json(gjson)
         found[h] = len(candidates)
         candidates.append(g)
         stats.candidates = len(candidates)
@@ -94,8 +103,14 @@ def _events(graph: KernelGraph, config: str | None, *, workers: int | None, exec
 
     resumed = 0
     if cp is not None:
-        for gjson, info in cp.candidates:
-            ev = emit_candidate(gjson, {**info, "resumed": True})
+        for line, gjson, info in cp.candidates:
+            # A checkpoint is a file anyone can edit: its candidates are checked again, as the
+            # worker checked them, before they are reported.
+            g, why = _reverify(graph, gjson, cfg)
+            if g is None:
+                yield SearchError(f"checkpoint {cp.path}: line {line}: {why}; it is not reported", _copy(stats))
+                continue
+            ev = emit_candidate(gjson, {**info, "hash": g.content_hash(), "resumed": True}, g)
             if ev:
                 yield ev
         for st in cp.done.values():
@@ -150,6 +165,7 @@ def _events(graph: KernelGraph, config: str | None, *, workers: int | None, exec
                            "with each finished chunk of subtrees", _copy(stats))
 
     try:
+        remove_orphaned_temp()   # folders of searches that were killed before they could clean up
         channel = ex.make_channel()
         flag = CancelFlag()
         pending = list(ex.submit_all([(graph_json, cfg, ch, channel, flag.path) for ch in chunks]))
@@ -199,6 +215,12 @@ def _events(graph: KernelGraph, config: str | None, *, workers: int | None, exec
             if cancelled and now - cancel_at > 1.0:
                 break  # workers that ignore the flag (remote Dask) are left to finish on their own
             time.sleep(0.02)
+    except KeyboardInterrupt:
+        # One line instead of tracebacks: the workers ignore Ctrl-C and stop through the flag below.
+        print(f"mirage_lab: search interrupted; its workers are stopping ({len(candidates)} candidates found "
+              f"so far, {base.subtrees_done} of {len(tasks)} subtrees "
+              f"{'saved in ' + str(cp.path) if cp is not None else 'done'})", file=sys.stderr)
+        raise
     finally:
         try:
             if pending and not cancelled and flag is not None:
@@ -210,6 +232,18 @@ def _events(graph: KernelGraph, config: str | None, *, workers: int | None, exec
     final = _merged(base, {} if not cancelled else live, stats, t0)
     yield Finished(final, list(candidates), cancelled=cancelled, resumed_subtrees=resumed,
                    fingerprint_backends=sorted(backends), worker_errors=worker_errors)
+
+
+def _reverify(target: KernelGraph, gjson: str, cfg: SearchConfig) -> tuple[KernelGraph | None, str]:
+    """The candidate of a checkpoint line, confirmed equivalent to ``target``; or None and why not."""
+    from ..verify import equivalent
+
+    try:
+        g = from_json(gjson)
+        ok = equivalent(target, g, tests=cfg.verify_tests, seed=cfg.seed + 1, backend="numpy")
+    except MirageLabError as e:
+        return None, f"the candidate cannot be checked ({e})"
+    return (g, "") if ok else (None, "the candidate is not equivalent to the program")
 
 
 def _copy(s: SearchStats) -> SearchStats:

@@ -72,7 +72,7 @@ def test_unknown_dtype(kg):
 
 @pytest.mark.parametrize("dims, needle", [
     ((), "1 to 4 dims"), ((1, 2, 3, 4, 5), "1 to 4 dims"), ((16, 0), "positive"), ((16, -2), "positive"),
-    ("16x4096", "sequence of positive ints"), ((16, "a"), "sequence of positive ints"), (None, "sequence"),
+    ("16x4096", "sequence of ints such as"), ((16, "a"), r"dims\[1\] must be an int"), (None, "sequence"),
 ])
 def test_bad_input_dims(kg, dims, needle):
     g, X, W = kg
@@ -96,7 +96,7 @@ def test_kernel_misc_errors(kg):
     raises_clean(lambda: g.reduction(X, 2), [g], "reduction", "dim 2 is out of range", r"\[16,4096\]")
     raises_clean(lambda: g.rms_norm(X, normalized_shape=(1024,)), [g], "rms_norm", r"\(4096,\)", "last dim")
     raises_clean(lambda: g.clamp(X, 2, 1), [g], "clamp", "lo=2.0 is greater than hi=1.0")
-    raises_clean(lambda: g.clamp(X, "a", 1), [g], "clamp", "must be numbers")
+    raises_clean(lambda: g.clamp(X, "a", 1), [g], "clamp", "lo must be a finite number")
     X32 = g.new_input((16, 4096), dtype=mi.float32)
     raises_clean(lambda: g.add(X, X32), [g], "add", "different dtypes")
     G = g.new_input((1, 1024))
@@ -203,8 +203,8 @@ def test_sum_todimx_needs_divisible_last_dim(kg):
 @pytest.mark.parametrize("kwargs, needle", [
     (dict(grid_dim=(0, 1, 1)), "grid_dim must be positive"),
     (dict(grid_dim=(1, 2, 3, 4)), "up to three ints"),
-    (dict(grid_dim=(4, 1, 1), forloop_range=0), "forloop_range must be a positive int"),
-    (dict(grid_dim=(4, 1, 1), reduction_dimx=0), "reduction_dimx must be a positive int"),
+    (dict(grid_dim=(4, 1, 1), forloop_range=0), "forloop_range must be between 1 and"),
+    (dict(grid_dim=(4, 1, 1), reduction_dimx=0), "reduction_dimx must be between 1 and"),
 ])
 def test_bad_block_graph_parameters(kwargs, needle):
     with pytest.raises(mi.GraphBuildError, match=needle):
@@ -215,9 +215,9 @@ def test_block_scalar_arguments_are_checked(kg):
     g, X, W = kg
     bg = mi.new_threadblock_graph((16, 1, 1), forloop_range=1)
     x = bg.new_input(X, input_map=(0, -1, -1))
-    raises_clean(lambda: bg.clamp(x, "low", 1), [bg], r"clamp \(block graph\): lo must be a number")
+    raises_clean(lambda: bg.clamp(x, "low", 1), [bg], r"clamp \(block graph\): lo must be a finite number")
     raises_clean(lambda: bg.clamp(x, 3, 1), [bg], "swap them")
-    raises_clean(lambda: bg.mul_scalar(x, None), [bg], r"mul_scalar \(block graph\): scalar must be a number")
+    raises_clean(lambda: bg.mul_scalar(x, None), [bg], r"mul_scalar \(block graph\): scalar must be a finite number")
 
 
 # --------------------------------------------------------------------------- customized()

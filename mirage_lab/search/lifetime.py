@@ -1,0 +1,135 @@
+"""Helper processes and temporary folders that never outlive the search that made them.
+
+A search's pool workers and its Manager run :func:`child_init` first: they ignore Ctrl-C
+(the caller handles it and stops them through the cancel flag, so no worker prints a
+``KeyboardInterrupt`` traceback) and exit when their parent dies, even by ``kill -9``:
+on Linux the kernel signals them at once (``prctl(PR_SET_PDEATHSIG)`` through ctypes), and on
+every platform a watchdog thread polls the parent's pid. Temporary folders a search makes
+(its cancel flag's, multiprocessing's ``pymp-*``) get an owner file naming the process
+that made them; :func:`remove_orphaned_temp` (run when a search starts) removes those whose
+owner is gone, which only happens when it was killed before it could clean up.
+
+    >>> owner_alive(os.getpid(), process_start_time(os.getpid()))
+    True
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+OWNER_FILE = "mirage_lab_owner"
+TEMP_PREFIXES = ("mirage_lab_cancel_", "pymp-")
+WATCHDOG_POLL = 0.5            # seconds between two looks at the parent's pid
+_PR_SET_PDEATHSIG = 1          # <linux/prctl.h>
+_DEATH_SIGNAL = signal.SIGUSR1 if hasattr(signal, "SIGUSR1") else None
+
+
+def child_init(parent_pid: int) -> None:
+    """Run first in a search's helper process: ignore Ctrl-C, exit when ``parent_pid`` dies."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent(parent_pid)
+
+
+def exit_with_parent(parent_pid: int) -> None:
+    """Make this process exit (silently) as soon as ``parent_pid`` is no longer its parent."""
+
+    def gone() -> bool:
+        return os.getppid() != parent_pid
+
+    if sys.platform.startswith("linux") and _DEATH_SIGNAL is not None:
+        # The kernel sends the signal when the *thread* that forked us ends, too: the handler
+        # exits only when the parent process is really gone (we were re-parented).
+        signal.signal(_DEATH_SIGNAL, lambda signum, frame: _die() if gone() else None)
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(_DEATH_SIGNAL), 0, 0, 0)
+        except (OSError, AttributeError):   # no prctl (another libc): the watchdog below still works
+            pass
+    if gone():   # the parent died before the signal was armed
+        _die()
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(WATCHDOG_POLL)
+        _die()
+
+    threading.Thread(target=watch, daemon=True, name="mirage_lab-parent-watchdog").start()
+
+
+def _die() -> None:
+    """Exit at once, without tracebacks, removing the multiprocessing folder this process used.
+
+    The parent that would have removed it is dead; a forked child shares the parent's folder,
+    a spawned one (the Manager) has its own.
+    """
+    try:
+        from multiprocessing import process
+
+        folder = process.current_process()._config.get("tempdir")
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        os._exit(0)
+
+
+# --------------------------------------------------------------------------- temporary folders
+def process_start_time(pid: int) -> float | None:
+    """When process ``pid`` started (seconds since the epoch), or None when there is none."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def owner_alive(pid: int, started: float | None) -> bool:
+    """Is process ``pid``, started at ``started``, still running (not a new one with a recycled pid)?"""
+    now = process_start_time(pid)
+    return now is not None and (started is None or abs(now - started) < 1.0)
+
+
+def mark_owned(folder: str | os.PathLike) -> None:
+    """Write the owner file (this pid and its start time) into ``folder``."""
+    pid = os.getpid()
+    try:
+        Path(folder, OWNER_FILE).write_text(f"{pid} {process_start_time(pid) or 0}\n")
+    except OSError:   # a folder we cannot write to is not one we would remove either
+        pass
+
+
+def mark_multiprocessing_temp() -> None:
+    """Mark this process's ``pymp-*`` folder (the Manager's socket lives there) as ours."""
+    from multiprocessing import util
+
+    mark_owned(util.get_temp_dir())
+
+
+def remove_orphaned_temp(folder: str | None = None) -> list[str]:
+    """Remove the search folders in ``folder`` (the temp dir) whose owner process is gone; their names."""
+    root = Path(folder or tempfile.gettempdir())
+    removed = []
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return removed
+    for d in entries:
+        if not d.name.startswith(TEMP_PREFIXES):
+            continue
+        try:
+            pid_s, started_s = (d / OWNER_FILE).read_text().split()[:2]
+            pid, started = int(pid_s), float(started_s) or None
+        except (OSError, ValueError):   # not ours (no owner file), or being written right now
+            continue
+        if pid != os.getpid() and not owner_alive(pid, started):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d.name)
+    return removed
