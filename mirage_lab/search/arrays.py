@@ -42,17 +42,21 @@ class NumpyArrays:
     Large tile products are memoized by the digests of their two folded operands: tilings
     that differ only in how the grid cuts the rows or columns (X replicated, W split into 64
     or 128 column blocks, with the same loop) fold to the very same ``[R, m, k] x [R, k, N]``
-    product (:func:`.tiles.matmul`), which at full shapes is most of a state's cost.
+    product (:func:`.tiles.matmul`), which at full shapes is most of a state's cost. A large
+    operand's float64 copy is kept too (W looped in 16 or 64 chunks is the same bytes).
     """
 
     name = "numpy"
     #: products with fewer multiply-adds per operand element than this are not worth a digest
-    MEMO_MIN_DEPTH = 16
-    MEMO_BYTES = 256 << 20
+    MEMO_MIN_DEPTH = 8
+    #: operands of at least this many elements keep their float64 copy (W [4096, 4096]: 128 MiB)
+    MEMO_MIN_F64 = 1 << 20
+    MEMO_BYTES = 512 << 20
 
     def __init__(self) -> None:
-        self._mm_memo: OrderedDict[tuple, np.ndarray] = OrderedDict()
-        self._mm_bytes = 0
+        # products (key: shapes and operand digests) and float64 operands ("f64", size, digest), LRU
+        self._memo: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._memo_bytes = 0
 
     def put(self, a: np.ndarray) -> Any:
         return a
@@ -70,22 +74,41 @@ class NumpyArrays:
         return tiles.matmul(a, b, self._folded_matmul)
 
     def _folded_matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-        if m * k * n < self.MEMO_MIN_DEPTH * (m * k + k * n):
+        m, n = a.shape[-2], b.shape[-1]
+        if m * n < self.MEMO_MIN_DEPTH * (m + n):   # m·k·n multiply-adds, k·(m + n) elements
             return numpy_ops.matmul(a, b)
         a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-        key = (a.shape, b.shape, digest_any(a), digest_any(b))
-        hit = self._mm_memo.get(key)
+        da, db = digest_any(a), digest_any(b)
+        key = (a.shape, b.shape, da, db)
+        hit = self._memo.get(key)
         if hit is not None:
-            self._mm_memo.move_to_end(key)
+            self._memo.move_to_end(key)
             return hit
-        r = numpy_ops.matmul(a, b)
+        r = numpy_ops.matmul_f64(self._float64(a, da), self._float64(b, db))
         r.flags.writeable = False   # shared by every tiling that folds to this product
-        self._mm_memo[key] = r
-        self._mm_bytes += r.nbytes
-        while self._mm_bytes > self.MEMO_BYTES and len(self._mm_memo) > 1:
-            self._mm_bytes -= self._mm_memo.popitem(last=False)[1].nbytes
+        self._remember(key, r)
         return r
+
+    def _float64(self, x: np.ndarray, digest: bytes) -> np.ndarray:
+        """``x`` as float64 for BLAS; a large operand's conversion is kept, by content: a weight
+        loaded with another loop range folds to the same bytes in another shape."""
+        if x.size < self.MEMO_MIN_F64:
+            return x.astype(np.float64)
+        key = ("f64", x.size, digest)
+        flat = self._memo.get(key)
+        if flat is None:
+            flat = x.astype(np.float64).ravel()
+            flat.flags.writeable = False
+            self._remember(key, flat)
+        else:
+            self._memo.move_to_end(key)
+        return flat.reshape(x.shape)
+
+    def _remember(self, key: tuple, value: np.ndarray) -> None:
+        self._memo[key] = value
+        self._memo_bytes += value.nbytes
+        while self._memo_bytes > self.MEMO_BYTES and len(self._memo) > 1:
+            self._memo_bytes -= self._memo.popitem(last=False)[1].nbytes
 
     def accum(self, kind: str | None, x: Any, axis: int, frange: int, w: int, dimx: int) -> Any:
         return numpy_ops.accum(kind, x, axis, frange, w, dimx)

@@ -107,18 +107,25 @@ class SearchFieldOps(FieldOps):
         return globals()[_ARITH[op]](a, b)
 
     def _matmul_exact(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if not HAVE_NUMBA:
-            return super()._matmul_exact(a, b)
+        return self.matmul_f64(a.astype(np.float64), b.astype(np.float64))
+
+    def matmul_f64(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``a @ b`` mod ``PQ`` for field values held as float64 (exact: float64 BLAS on
+        integers below ``PQ``, reduced every ``MAX_EXACT_TERMS`` terms, as the numpy backend)."""
         from ..verify import field
 
         K = a.shape[-1]
         acc = None
-        chunk = field.MAX_EXACT_TERMS
+        chunk = field.MAX_EXACT_TERMS   # read at call time: tests lower it to reach the chunked path
         for k0 in range(0, K, chunk):
             k1 = min(K, k0 + chunk)
-            part = np.matmul(a[..., k0:k1].astype(np.float64), b[..., k0:k1, :].astype(np.float64))
-            acc = _mod_f64(part) if acc is None else _mod_f64_add(part, acc)
-        return acc
+            part = np.matmul(a[..., k0:k1], b[..., k0:k1, :])
+            if not HAVE_NUMBA:
+                part = part.astype(np.int64) % PQ
+                acc = part if acc is None else (acc + part) % PQ
+            else:
+                acc = _mod_f64(part) if acc is None else _mod_f64_add(part, acc)
+        return acc.astype(FP_DTYPE, copy=False)
 
 
 #: The search's one instance on the CPU.
