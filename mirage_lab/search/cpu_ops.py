@@ -3,8 +3,8 @@
 At full shapes the search spends most of its time in a few whole-array passes over the
 fingerprints of all blocks and iterations (``benchmarks/RESULTS.md``, "Search profile"):
 ``reduce_sum`` (numpy casts the uint16 array to int64, sums, takes ``%`` and casts back, four
-passes), the add/sub/mul of ``_arith`` (the same casts), and the float64 product's reduction
-mod ``PQ``. Here each is one compiled pass (Numba ``njit`` loops and ``vectorize`` ufuncs,
+passes; often of a strided view, copied first), the add/sub/mul of ``_arith`` (the same casts), and the float64 product's reduction
+mod ``PQ``. Here each is one compiled pass (a transposed view is read in place) (Numba ``njit`` loops and ``vectorize`` ufuncs,
 imported through :mod:`mirage_lab.gpu.numba_compat`). The values are exactly the numpy
 backend's (integer arithmetic mod ``PQ`` either way; ``tests/search/test_cpu_ops.py``).
 Without Numba the class is the numpy one unchanged.
@@ -81,6 +81,7 @@ except Exception:   # no numba, or it fails to import here: the numpy code below
 _ARITH = {"add": "_add", "sub": "_sub", "mul": "_mul"}
 
 
+
 class SearchFieldOps(FieldOps):
     """:class:`FieldOps` with compiled ``reduce_sum``, ``_arith`` and matmul reduction (same values)."""
 
@@ -89,8 +90,20 @@ class SearchFieldOps(FieldOps):
     def reduce_sum(self, x: Any, axis: int) -> np.ndarray:
         if not HAVE_NUMBA:
             return super().reduce_sum(x, axis)
-        x = np.ascontiguousarray(x)
+        x = np.asarray(x)
         ax = axis % x.ndim
+        if not x.flags.c_contiguous:
+            # A transposed array (a tile product, see tiles.matmul) is read in its memory order
+            # instead of copied: its axes sorted by stride are C-contiguous.
+            perm = sorted(range(x.ndim), key=lambda d: -x.strides[d])
+            xt = x.transpose(perm)
+            if xt.flags.c_contiguous:
+                r = self._sum_contiguous(xt, perm.index(ax))
+                return np.ascontiguousarray(r.transpose(np.argsort(perm)))
+        return self._sum_contiguous(np.ascontiguousarray(x), ax)
+
+    @staticmethod
+    def _sum_contiguous(x: np.ndarray, ax: int) -> np.ndarray:
         shape = x.shape
         outer = int(np.prod(shape[:ax], dtype=np.int64))
         inner = int(np.prod(shape[ax + 1:], dtype=np.int64))

@@ -26,6 +26,9 @@ def test_ops_equal_the_numpy_backend(numba, monkeypatch):
     # a strided view (a loader's tiles are views) and a stride-0 broadcast
     v = x[:, ::2, :, 1:, :, ::3]
     np.testing.assert_array_equal(ops.reduce_sum(v, -3), REF.reduce_sum(v, -3))
+    t = x.transpose(0, 3, 1, 2, 5, 4)                # a transposed product: read in memory order
+    for axis in range(6):
+        np.testing.assert_array_equal(ops.reduce_sum(t, axis), REF.reduce_sum(t, axis))
     bx = np.broadcast_to(x[:, :1], x.shape)
     np.testing.assert_array_equal(ops.reduce_sum(bx, 1), REF.reduce_sum(bx, 1))
     # the extremes of the field: sums of PQ-1 do not overflow
