@@ -5,7 +5,8 @@ layout) and names each array by a digest, for deduplication. Both backends compu
 same values bit for bit (the field ops of :mod:`mirage_lab.verify` on either side); only
 the digest differs, and a process never mixes the two.
 
-- ``NumpyArrays``: tiles are numpy views where possible; digests are SHA-1.
+- ``NumpyArrays``: tiles are numpy views where possible; the field ops are the verifier's numpy
+  ones with their hot passes compiled (:mod:`.cpu_ops`, same values); digests are XXH3-128.
 - ``CudaArrays``: arrays live on the device (contiguous uint16); a loader's tiles and a
   saved output are materialised by one strided copy (the verifier's ``copy_view``),
   planned on a numpy stand-in so the layout is exactly the numpy backend's; digests are
@@ -21,23 +22,41 @@ this module only adds a per-process cache and a check that CUDA works in the pro
 """
 from __future__ import annotations
 
-import hashlib
 import os
+from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
+import xxhash
 
 from ..errors import MirageLabError
-from ..verify import numpy_backend as numpy_ops
 from ..verify.backends import BACKENDS, get_ops, resolve_backend
 from ..verify.field import FP_DTYPE, FieldError
 from . import tiles
+from .cpu_ops import SEARCH_OPS as numpy_ops
 
 
 class NumpyArrays:
-    """The CPU backend: numpy arrays and views."""
+    """The CPU backend: numpy arrays and views.
+
+    Large tile products are memoized by the digests of their two folded operands: tilings
+    that differ only in how the grid cuts the rows or columns (X replicated, W split into 64
+    or 128 column blocks, with the same loop) fold to the very same ``[R, m, k] x [R, k, N]``
+    product (:func:`.tiles.matmul`), which at full shapes is most of a state's cost. A large
+    operand's float64 copy is kept too (W looped in 16 or 64 chunks is the same bytes).
+    """
 
     name = "numpy"
+    #: products with fewer multiply-adds per operand element than this are not worth a digest
+    MEMO_MIN_DEPTH = 8
+    #: operands of at least this many elements keep their float64 copy (W [4096, 4096]: 128 MiB)
+    MEMO_MIN_F64 = 1 << 20
+    MEMO_BYTES = 512 << 20
+
+    def __init__(self) -> None:
+        # products (key: shapes and operand digests) and float64 operands ("f64", size, digest), LRU
+        self._memo: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._memo_bytes = 0
 
     def put(self, a: np.ndarray) -> Any:
         return a
@@ -52,7 +71,44 @@ class NumpyArrays:
         return tiles.save_full(tile, grid, omap, out_dims)
 
     def matmul(self, a: Any, b: Any) -> Any:
-        return tiles.matmul(a, b)
+        return tiles.matmul(a, b, self._folded_matmul)
+
+    def _folded_matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        m, n = a.shape[-2], b.shape[-1]
+        if m * n < self.MEMO_MIN_DEPTH * (m + n):   # m·k·n multiply-adds, k·(m + n) elements
+            return numpy_ops.matmul(a, b)
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        da, db = digest_any(a), digest_any(b)
+        key = (a.shape, b.shape, da, db)
+        hit = self._memo.get(key)
+        if hit is not None:
+            self._memo.move_to_end(key)
+            return hit
+        r = numpy_ops.matmul_f64(self._float64(a, da), self._float64(b, db))
+        r.flags.writeable = False   # shared by every tiling that folds to this product
+        self._remember(key, r)
+        return r
+
+    def _float64(self, x: np.ndarray, digest: bytes) -> np.ndarray:
+        """``x`` as float64 for BLAS; a large operand's conversion is kept, by content: a weight
+        loaded with another loop range folds to the same bytes in another shape."""
+        if x.size < self.MEMO_MIN_F64:
+            return x.astype(np.float64)
+        key = ("f64", x.size, digest)
+        flat = self._memo.get(key)
+        if flat is None:
+            flat = x.astype(np.float64).ravel()
+            flat.flags.writeable = False
+            self._remember(key, flat)
+        else:
+            self._memo.move_to_end(key)
+        return flat.reshape(x.shape)
+
+    def _remember(self, key: tuple, value: np.ndarray) -> None:
+        self._memo[key] = value
+        self._memo_bytes += value.nbytes
+        while self._memo_bytes > self.MEMO_BYTES and len(self._memo) > 1:
+            self._memo_bytes -= self._memo.popitem(last=False)[1].nbytes
 
     def accum(self, kind: str | None, x: Any, axis: int, frange: int, w: int, dimx: int) -> Any:
         return numpy_ops.accum(kind, x, axis, frange, w, dimx)
@@ -91,6 +147,7 @@ class CudaArrays(NumpyArrays):
     name = "cuda"
 
     def __init__(self) -> None:
+        super().__init__()
         from ..gpu.numba_compat import quiet_occupancy_warnings
 
         quiet_occupancy_warnings()
@@ -132,11 +189,12 @@ class CudaArrays(NumpyArrays):
 
 
 def digest_any(a: Any) -> bytes:
-    """The digest of a fingerprint array of either backend: SHA-1 of a numpy array (about twice
-    as fast as BLAKE2 here, with hardware SHA; nothing adversarial to resist), or the device
-    digest of :mod:`.cuda_digest` for a device array."""
+    """The digest of a fingerprint array of either backend: XXH3-128 of a numpy array (tens of
+    times faster than SHA-1 on the multi-MB arrays of full-shape searches; nothing adversarial
+    to resist, and 128 bits make an accidental collision negligible), or the device digest of
+    :mod:`.cuda_digest` for a device array."""
     if isinstance(a, np.ndarray):
-        return hashlib.sha1(np.ascontiguousarray(a)).digest()[:12]
+        return xxhash.xxh3_128_digest(np.ascontiguousarray(a))
     from .cuda_digest import device_digest
 
     return device_digest(a)

@@ -10,7 +10,7 @@ views, not copies. Results are exactly those of the interpreter's per-block rule
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -67,7 +67,7 @@ def save_view(tile: np.ndarray, grid: Sequence[int], omap: Sequence[int]) -> np.
     return v.reshape(v.shape[lead:])   # the leading grid axes have size 1: still a view
 
 
-def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def matmul(a: np.ndarray, b: np.ndarray, mm: Callable[[np.ndarray, np.ndarray], np.ndarray] = F.matmul) -> np.ndarray:
     """Batched ``a @ b`` over broadcast leading axes, in Z_pq.
 
     A batch axis where one operand has size 1 and the other does not is folded into that
@@ -90,7 +90,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     bt = b.transpose(keep + fold_a + [nb] + fold_b + [nb + 1])
     fb = int(np.prod([b.shape[i] for i in fold_b])) if fold_b else 1
     bt = bt.reshape(bt.shape[: len(keep)] + (kk, fb * n))
-    r = F.matmul(at, bt)                                     # [keep..., FA*m, FB*n]
+    r = mm(at, bt)                                     # [keep..., FA*m, FB*n]
     keep_shape = r.shape[: len(keep)]
     r = r.reshape(keep_shape + tuple(a.shape[i] for i in fold_a) + (m,) + tuple(b.shape[i] for i in fold_b) + (n,))
     # back to [batch axes in original order..., m, n]

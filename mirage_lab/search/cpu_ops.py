@@ -1,0 +1,145 @@
+"""The search's CPU field ops: the verifier's numpy :class:`FieldOps`, with its hot primitives compiled.
+
+At full shapes the search spends most of its time in a few whole-array passes over the
+fingerprints of all blocks and iterations (``benchmarks/RESULTS.md``, "Search profile"):
+``reduce_sum`` (numpy casts the uint16 array to int64, sums, takes ``%`` and casts back, four
+passes; often of a strided view, copied first), the add/sub/mul of ``_arith`` (the same casts), and the float64 product's reduction
+mod ``PQ``. Here each is one compiled pass (a transposed view is read in place) (Numba ``njit`` loops and ``vectorize`` ufuncs,
+imported through :mod:`mirage_lab.gpu.numba_compat`). The values are exactly the numpy
+backend's (integer arithmetic mod ``PQ`` either way; ``tests/search/test_cpu_ops.py``).
+Without Numba the class is the numpy one unchanged.
+
+    >>> import numpy as np
+    >>> ops = SearchFieldOps()
+    >>> ops.reduce_sum(np.array([[25650, 2]], np.uint16), -1).tolist()
+    [[1]]
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..verify.field import FP_DTYPE, PQ
+from ..verify.numpy_backend import FieldOps
+
+try:
+    from ..gpu.numba_compat import numba
+
+    _U = np.uint64(PQ)
+
+    @numba.njit(cache=True, nogil=True)
+    def _sum_mid(x3: np.ndarray) -> np.ndarray:   # [outer, r, inner] -> [outer, inner]
+        o, r, n = x3.shape
+        out = np.empty((o, n), np.uint16)
+        acc = np.empty(n, np.uint64)
+        for i in range(o):
+            acc[:] = 0
+            for j in range(r):
+                for k in range(n):
+                    acc[k] += x3[i, j, k]
+            for k in range(n):
+                out[i, k] = acc[k] % _U
+        return out
+
+    @numba.njit(cache=True, nogil=True)
+    def _sum_last(x2: np.ndarray) -> np.ndarray:  # [outer, r] -> [outer]
+        o, r = x2.shape
+        out = np.empty(o, np.uint16)
+        for i in range(o):
+            s = np.uint64(0)
+            for j in range(r):
+                s += x2[i, j]
+            out[i] = s % _U
+        return out
+
+    @numba.vectorize(["uint16(uint16, uint16)"], nopython=True, cache=True)
+    def _add(a, b):  # type: ignore[no-untyped-def]
+        s = np.uint32(a) + np.uint32(b)
+        return s - np.uint32(PQ) if s >= np.uint32(PQ) else s
+
+    @numba.vectorize(["uint16(uint16, uint16)"], nopython=True, cache=True)
+    def _sub(a, b):  # type: ignore[no-untyped-def]
+        return np.uint32(a) - np.uint32(b) if a >= b else np.uint32(a) + np.uint32(PQ) - np.uint32(b)
+
+    @numba.vectorize(["uint16(uint16, uint16)"], nopython=True, cache=True)
+    def _mul(a, b):  # type: ignore[no-untyped-def]
+        return (np.uint32(a) * np.uint32(b)) % np.uint32(PQ)
+
+    @numba.vectorize(["uint16(float64)"], nopython=True, cache=True)
+    def _mod_f64(x):  # type: ignore[no-untyped-def]
+        return np.int64(x) % np.int64(PQ)
+
+    @numba.vectorize(["uint16(float64, uint16)"], nopython=True, cache=True)
+    def _mod_f64_add(x, acc):  # type: ignore[no-untyped-def]
+        return (np.int64(x) % np.int64(PQ) + np.int64(acc)) % np.int64(PQ)
+
+    HAVE_NUMBA = True
+except Exception:   # no numba, or it fails to import here: the numpy code below is used
+    HAVE_NUMBA = False
+
+_ARITH = {"add": "_add", "sub": "_sub", "mul": "_mul"}
+
+
+
+class SearchFieldOps(FieldOps):
+    """:class:`FieldOps` with compiled ``reduce_sum``, ``_arith`` and matmul reduction (same values)."""
+
+    name = "numpy"
+
+    def reduce_sum(self, x: Any, axis: int) -> np.ndarray:
+        if not HAVE_NUMBA:
+            return super().reduce_sum(x, axis)
+        x = np.asarray(x)
+        ax = axis % x.ndim
+        if not x.flags.c_contiguous:
+            # A transposed array (a tile product, see tiles.matmul) is read in its memory order
+            # instead of copied: its axes sorted by stride are C-contiguous.
+            perm = sorted(range(x.ndim), key=lambda d: -x.strides[d])
+            xt = x.transpose(perm)
+            if xt.flags.c_contiguous:
+                r = self._sum_contiguous(xt, perm.index(ax))
+                return np.ascontiguousarray(r.transpose(np.argsort(perm)))
+        return self._sum_contiguous(np.ascontiguousarray(x), ax)
+
+    @staticmethod
+    def _sum_contiguous(x: np.ndarray, ax: int) -> np.ndarray:
+        shape = x.shape
+        outer = int(np.prod(shape[:ax], dtype=np.int64))
+        inner = int(np.prod(shape[ax + 1:], dtype=np.int64))
+        if inner == 1:
+            r = _sum_last(x.reshape(outer, shape[ax]))
+        else:
+            r = _sum_mid(x.reshape(outer, shape[ax], inner))
+        return r.reshape(shape[:ax] + (1,) + shape[ax + 1:])
+
+    def _arith(self, op: str, a: Any, b: Any) -> np.ndarray:
+        a, b = np.asarray(a), np.asarray(b)
+        if not HAVE_NUMBA or a.dtype != FP_DTYPE or b.dtype != FP_DTYPE:
+            return super()._arith(op, a, b)
+        return globals()[_ARITH[op]](a, b)
+
+    def _matmul_exact(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self.matmul_f64(a.astype(np.float64), b.astype(np.float64))
+
+    def matmul_f64(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``a @ b`` mod ``PQ`` for field values held as float64 (exact: float64 BLAS on
+        integers below ``PQ``, reduced every ``MAX_EXACT_TERMS`` terms, as the numpy backend)."""
+        from ..verify import field
+
+        K = a.shape[-1]
+        acc = None
+        chunk = field.MAX_EXACT_TERMS   # read at call time: tests lower it to reach the chunked path
+        for k0 in range(0, K, chunk):
+            k1 = min(K, k0 + chunk)
+            part = np.matmul(a[..., k0:k1], b[..., k0:k1, :])
+            if not HAVE_NUMBA:
+                part = part.astype(np.int64) % PQ
+                acc = part if acc is None else (acc + part) % PQ
+            else:
+                acc = _mod_f64(part) if acc is None else _mod_f64_add(part, acc)
+        return acc.astype(FP_DTYPE, copy=False)
+
+
+#: The search's one instance on the CPU.
+SEARCH_OPS = SearchFieldOps()

@@ -1,0 +1,69 @@
+"""The search's compiled CPU field ops and its product memo give the numpy backend's values exactly."""
+import numpy as np
+import pytest
+
+from mirage_lab.search import arrays, cpu_ops, tiles
+from mirage_lab.verify.field import PQ
+from mirage_lab.verify.numpy_backend import FieldOps
+
+REF = FieldOps()
+
+
+def _rand(rng, shape):
+    return rng.integers(0, PQ, size=shape, dtype=np.uint16)
+
+
+@pytest.mark.parametrize("numba", [True, False])
+def test_ops_equal_the_numpy_backend(numba, monkeypatch):
+    if numba and not cpu_ops.HAVE_NUMBA:
+        pytest.skip("numba does not import here")
+    monkeypatch.setattr(cpu_ops, "HAVE_NUMBA", numba)
+    ops = cpu_ops.SearchFieldOps()
+    rng = np.random.default_rng(3)
+    x = _rand(rng, (2, 3, 1, 4, 5, 6))
+    for axis in range(-1, -6, -1):
+        np.testing.assert_array_equal(ops.reduce_sum(x, axis), REF.reduce_sum(x, axis))
+    # a strided view (a loader's tiles are views) and a stride-0 broadcast
+    v = x[:, ::2, :, 1:, :, ::3]
+    np.testing.assert_array_equal(ops.reduce_sum(v, -3), REF.reduce_sum(v, -3))
+    t = x.transpose(0, 3, 1, 2, 5, 4)                # a transposed product: read in memory order
+    for axis in range(6):
+        np.testing.assert_array_equal(ops.reduce_sum(t, axis), REF.reduce_sum(t, axis))
+    bx = np.broadcast_to(x[:, :1], x.shape)
+    np.testing.assert_array_equal(ops.reduce_sum(bx, 1), REF.reduce_sum(bx, 1))
+    # the extremes of the field: sums of PQ-1 do not overflow
+    big = np.full((3, 70000), PQ - 1, np.uint16)
+    np.testing.assert_array_equal(ops.reduce_sum(big, -1), REF.reduce_sum(big, -1))
+    a, b = _rand(rng, (2, 1, 4, 6)), _rand(rng, (1, 3, 1, 6))
+    b[0, 0, 0, :3] = 0
+    a[0, 0, 0, :2] = [0, PQ - 1]
+    for op in ("add", "sub", "mul", "div"):
+        np.testing.assert_array_equal(ops.binary(op, a, b), REF.binary(op, a, b))
+        np.testing.assert_array_equal(ops.binary(op, b, a), REF.binary(op, b, a))
+    m1, m2 = _rand(rng, (2, 3, 5, 40)), _rand(rng, (1, 40, 7))
+    np.testing.assert_array_equal(ops.matmul(m1, m2), REF.matmul(m1, m2))
+    for kind in (None, "sum", "mean", "rms", "sum_todimx"):
+        t = _rand(rng, (1, 2, 1, 1, 4, 3, 8))
+        np.testing.assert_array_equal(ops.accum(kind, t, 4, 4, 8, 4), REF.accum(kind, t, 4, 4, 8, 4))
+
+
+def _x_tiles(x):       # X [16, 128] replicated on the grid, its 128 columns looped over in 4 iterations
+    return x.reshape(16, 4, 32).transpose(1, 0, 2)[None, None, None, None]
+
+
+def _w_tiles(w, g):    # W [128, 64] looped over in 4 row chunks, its columns split into g blocks
+    return w.reshape(4, 32, g, 64 // g).transpose(2, 0, 1, 3)[None, :, None, None]
+
+
+def test_product_memo_returns_the_same_values_and_shares_equal_products():
+    arr = arrays.NumpyArrays()
+    arr.MEMO_MIN_F64 = 0                             # keep every operand's float64 copy too
+    rng = np.random.default_rng(5)
+    x, w = _x_tiles(_rand(rng, (16, 128))), _rand(rng, (128, 64))
+    for g in (4, 2):
+        # the grid's 4 or 2 column blocks fold to the same [4, 16, 32] x [4, 32, 64] product
+        np.testing.assert_array_equal(arr.matmul(x, _w_tiles(w, g)), tiles.matmul(x, _w_tiles(w, g)))
+    assert sum(k[0] != "f64" for k in arr._memo) == 1
+    w[0, 0] = (int(w[0, 0]) + 1) % PQ                # another W: another entry, its own values
+    np.testing.assert_array_equal(arr.matmul(x, _w_tiles(w, 4)), tiles.matmul(x, _w_tiles(w, 4)))
+    assert sum(k[0] != "f64" for k in arr._memo) == 2
