@@ -185,3 +185,21 @@ def root_tier(classes: Sequence[Sequence[int]], grid: Sequence[int], imaps: Sequ
     if not split:
         return 2
     return 0 if any(f >= 0 and cls[f] in split for cls, f in zip(classes, fmaps)) else 1
+
+
+def op_axis_classes(typ: str, operands: Sequence[tuple[Sequence[int], Sequence[int]]],
+                    out_dims: Sequence[int]) -> tuple[int, ...]:
+    """The logical axes of a kernel op's output, from its operands' ``(dims, classes)``.
+
+    A matmul's rows are A's, its columns B's, its batch dims both; an element-wise op's dim
+    is that of the first operand with the same size there (a broadcast dim of 1 takes the
+    other's). With these, a customized op after a kernel op is tiered like a first one.
+    """
+    if typ == "matmul":
+        (ad, ac), (_, bc) = operands
+        return tuple(ac[:-1]) + (bc[-1],)
+    out = []
+    for k, d in enumerate(out_dims):
+        cls = next((c[k] for dims, c in operands if len(dims) == len(out_dims) and dims[k] == d), None)
+        out.append(operands[0][1][k] if cls is None else cls)
+    return tuple(out)
