@@ -71,7 +71,10 @@ class SearchConfig:
     max_block_ops: int = 9             # counts input loaders, as Mirage
     max_block_outputs: int = 2
     max_block_inputs: int = 3
-    max_customized_ops: int = 1
+    # None: one, or as many as the program chains sum reductions (resolved by :meth:`resolved`):
+    # a block graph cannot accumulate an accumulated value again and the search has no
+    # kernel-level reduction, so nGPT's norm of a sum holding another norm needs two.
+    max_customized_ops: int | None = None
     # The last kernel op must read the unused tensors and the unread inputs; this many more
     # inputs may join it. Mirage's own rule for customized-op inputs is "the last two
     # tensors"; this keeps the general choice everywhere else and bounds it only here,
@@ -165,10 +168,13 @@ class SearchConfig:
 
         ``reduction_dimx``: the program's output last dim. ``max_kernel_ops``: Mirage's 5, or
         the number of inputs + 2 when the program has more than three inputs.
+        ``max_customized_ops``: 1, or the most sum reductions on one path of the program.
         """
         out = self
         if out.reduction_dimx is None:
             out = replace(out, reduction_dimx=int(graph.outputs[0].dims[-1]))
+        if out.max_customized_ops is None:
+            out = replace(out, max_customized_ops=max(1, chained_reductions(graph)))
         if out.max_kernel_ops is None:
             out = replace(out, max_kernel_ops=max(MIRAGE_MAX_KERNEL_OPS, len(graph.inputs) + MIN_OPS_BEYOND_INPUTS))
         return out
@@ -221,6 +227,24 @@ class SearchConfig:
 
     def frange_candidates(self) -> tuple[int, ...]:
         return self.franges if self.franges is not None else DEFAULT_FRANGES
+
+
+def chained_reductions(graph: Any) -> int:
+    """The most kernel-level sum reductions on one path from an input to an output.
+
+        >>> import mirage_lab as mi
+        >>> g = mi.new_kernel_graph(); x = g.new_input((4, 8))
+        >>> n = g.div(x, g.sqrt(g.reduction(g.square(x), 1)))
+        >>> g.mark_output(g.div(n, g.sqrt(g.reduction(g.square(n), 1))))
+        >>> chained_reductions(g)
+        2
+    """
+    depth: dict[int, int] = {t.guid: 0 for t in graph.inputs}
+    for op in graph.ops:
+        d = max((depth.get(t.guid, 0) for t in op.inputs), default=0) + (op.op_type == "reduction")
+        for t in op.outputs:
+            depth[t.guid] = d
+    return max((depth.get(t.guid, 0) for t in graph.outputs), default=0)
 
 
 def normalize_map(m: Iterable[int], grid: Sequence[int]) -> tuple[int, int, int]:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 
 from ..expr import abstract_graph, for_kernel_op
 from .arrays import digest_any, get_arrays
-from .axes import combinable_axes, input_axis_classes, op_axis_classes, root_tier
+from .axes import INCOHERENT, combinable_axes, input_axis_classes, op_axis_classes, root_tier, summed_axes
 from .block_search import BlockSearch
 from .config import SearchConfig
 from .events import SearchStats
@@ -98,18 +98,23 @@ class Generator(BlockSearch):
         custom = self.cfg.max_customized_ops > 0
         classes = input_axis_classes(self.t.graph)
         combinable = combinable_axes(self.t.graph) if self.cfg.max_customized_ops > 1 else frozenset()
-        first_full: list[list[Task]] = [[], [], []]
+        # with one customized op, no later one can add up partial sums of a split summed axis
+        summed = summed_axes(self.t.graph)
+        unsplittable = summed if self.cfg.max_customized_ops == 1 else frozenset()
+        coherent = range(INCOHERENT)
+        first_full: list[list[Task]] = [[] for _ in coherent]
         # after a kernel op, by tier: [the program's own op (its tensor is one of the program's), others]
-        later_full: list[list[Task]] = [[], [], [], [], [], []]
+        later_full: list[list[Task]] = [[] for _ in coherent for _own in (0, 1)]
         program_exprs = set(abstract_graph(self.t.graph).values())
-        partial: list[list[Task]] = [[], [], []]
+        partial: list[list[Task]] = [[] for _ in coherent]
         kernel: list[Task] = []
         incoherent: list[Task] = []
         if custom and n_in < self.cfg.max_kernel_ops:
             for root in self._block_roots(nodes, None):
-                tier = root_tier([classes[i] for i in root.inputs], root.grid, root.imaps, root.fmaps, combinable)
+                tier = root_tier([classes[i] for i in root.inputs], root.grid, root.imaps, root.fmaps, combinable,
+                                 unsplittable, summed)
                 task = Task(0, "block", root)
-                if tier == 3:
+                if tier == INCOHERENT:
                     incoherent.append(task)
                 else:
                     (first_full if needed <= set(root.inputs) else partial)[tier].append(task)
@@ -129,8 +134,8 @@ class Generator(BlockSearch):
                     task = Task(0, "kernel", op, root)
                     read = {i for i in root.inputs if i < n_in} | (set(op[1]) if n_in in root.inputs else set())
                     tier = root_tier([after_cls[i] for i in root.inputs], root.grid, root.imaps, root.fmaps,
-                                     combinable) if needed <= read else 3
-                    (kernel if tier == 3 else later_full[2 * tier + own]).append(task)
+                                     combinable, unsplittable, summed) if needed <= read else INCOHERENT
+                    (kernel if tier == INCOHERENT else later_full[2 * tier + own]).append(task)
         out = [t for tiers in (first_full, later_full, partial) for tier in tiers for t in tier] + kernel + incoherent
         for i, task in enumerate(out):
             task.index = i
