@@ -167,21 +167,62 @@ def is_consistent(classes: Sequence[Sequence[int]], grid: Sequence[int], imaps: 
     return True
 
 
+def summed_axes(graph: KernelGraph) -> frozenset[int]:
+    """Logical axes of the inputs that no output has: the program sums them away (a matmul's
+    contracted dim, a reduced one). A grid that splits one leaves each block a partial sum,
+    which only a later customized op can add up (the search has no kernel-level reduction)."""
+    uf = _axis_union(graph)
+    ids = _class_ids(graph, uf)
+    kept = {ids.get(uf.find((t.guid, k))) for t in graph.outputs for k in range(len(t.dims)) if t.dims[k] > 1}
+    return frozenset(c for c in ids.values() if c not in kept)
+
+
 def root_tier(classes: Sequence[Sequence[int]], grid: Sequence[int], imaps: Sequence[Sequence[int]],
-              fmaps: Sequence[int], combinable: frozenset[int] = frozenset()) -> int:
-    """Where a first customized op's tiling goes in the search's order (never whether it is searched).
+              fmaps: Sequence[int], combinable: frozenset[int] = frozenset(),
+              unsplittable: frozenset[int] = frozenset(), summed: frozenset[int] | None = None) -> int:
+    """Where a customized op's tiling goes in the search's order (never whether it is searched).
 
     With ``combinable`` (:func:`combinable_axes`; pass it only when a second customized op
     may add up the splits), coherent and consistent tilings whose grid splits such an axis
     come first: 0 when the loop walks the split axis too (FlashDecoding: the KV length split
     across the grid, each block looping over its KV chunks), 1 otherwise. 2: the other
-    coherent tilings. 3: the rest.
+    coherent and consistent tilings (each block's tiles of different inputs line up: LoRA's
+    W and B split along the same output columns). 3: the other coherent ones, and those whose
+    grid splits an ``unsplittable`` axis (:func:`summed_axes`, passed when no later customized op
+    could add up the blocks' partial sums) or whose loop walks an axis not in ``summed`` (an
+    accumulator adds up the iterations: the loop must walk an axis the program sums over).
+    4: the rest.
     """
     if not is_coherent(classes, grid, imaps, fmaps):
+        return INCOHERENT
+    split_all = {cls[m[a]] for cls, m in zip(classes, imaps) for a in range(3) if grid[a] > 1 and m[a] >= 0}
+    looped_not_summed = summed is not None and any(f >= 0 and cls[f] not in summed for cls, f in zip(classes, fmaps))
+    if split_all & unsplittable or looped_not_summed or not is_consistent(classes, grid, imaps, fmaps):
         return 3
-    if not combinable or not is_consistent(classes, grid, imaps, fmaps):
+    if not combinable:
         return 2
-    split = {cls[m[a]] for cls, m in zip(classes, imaps) for a in range(3) if grid[a] > 1 and m[a] >= 0} & combinable
+    split = split_all & combinable
     if not split:
         return 2
     return 0 if any(f >= 0 and cls[f] in split for cls, f in zip(classes, fmaps)) else 1
+
+
+INCOHERENT = 4
+
+
+def op_axis_classes(typ: str, operands: Sequence[tuple[Sequence[int], Sequence[int]]],
+                    out_dims: Sequence[int]) -> tuple[int, ...]:
+    """The logical axes of a kernel op's output, from its operands' ``(dims, classes)``.
+
+    A matmul's rows are A's, its columns B's, its batch dims both; an element-wise op's dim
+    is that of the first operand with the same size there (a broadcast dim of 1 takes the
+    other's). With these, a customized op after a kernel op is tiered like a first one.
+    """
+    if typ == "matmul":
+        (ad, ac), (_, bc) = operands
+        return tuple(ac[:-1]) + (bc[-1],)
+    out = []
+    for k, d in enumerate(out_dims):
+        cls = next((c[k] for dims, c in operands if len(dims) == len(out_dims) and dims[k] == d), None)
+        out.append(operands[0][1][k] if cls is None else cls)
+    return tuple(out)

@@ -28,6 +28,8 @@ DEFAULT_OMAPS = ((0, 1, -1), (0, 2, 1), (0, 2, -1), (0, -1, -1), (-1, 2, 1), (-1
                  (-1, -1, -1), (1, -1, -1))
 DEFAULT_FMAPS = (-1, 0, 1, 2)
 DEFAULT_FRANGES = (4, 16, 64)
+MIRAGE_MAX_KERNEL_OPS = 5   # counting input ops
+MIN_OPS_BEYOND_INPUTS = 2   # what Mirage's 5 leaves a three-input program
 GRID_DIVISORS = (8, 16, 32, 64, 128, 256)
 ATTENTION_GRID_DIVISORS = (8, 64, 128, 256)
 
@@ -61,11 +63,18 @@ def _maps(value: Any, name: str) -> tuple[tuple[int, int, int], ...] | None:
 class SearchConfig:
     """Everything that shapes the search space. Frozen and hashable: checkpoints record its hash."""
 
-    max_kernel_ops: int = 5            # counts input ops, as Mirage
+    # Counts input ops, as Mirage. None: Mirage's 5, but never fewer than two ops beyond the
+    # program's inputs (resolved per program by :meth:`resolved`): with 5, a program of four
+    # inputs (residual add + norm + linear, LoRA, QK-norm attention) could add one op only,
+    # and one customized op of at most max_block_inputs inputs cannot read four.
+    max_kernel_ops: int | None = None
     max_block_ops: int = 9             # counts input loaders, as Mirage
     max_block_outputs: int = 2
     max_block_inputs: int = 3
-    max_customized_ops: int = 1
+    # None: one, or as many as the program chains sum reductions (resolved by :meth:`resolved`):
+    # a block graph cannot accumulate an accumulated value again and the search has no
+    # kernel-level reduction, so nGPT's norm of a sum holding another norm needs two.
+    max_customized_ops: int | None = None
     # The last kernel op must read the unused tensors and the unread inputs; this many more
     # inputs may join it. Mirage's own rule for customized-op inputs is "the last two
     # tensors"; this keeps the general choice everywhere else and bounds it only here,
@@ -155,10 +164,20 @@ class SearchConfig:
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def resolved(self, graph: Any) -> "SearchConfig":
-        """The settings that depend on the program filled in (``reduction_dimx=None``)."""
-        if self.reduction_dimx is not None:
-            return self
-        return replace(self, reduction_dimx=int(graph.outputs[0].dims[-1]))
+        """The settings that depend on the program filled in (those left None).
+
+        ``reduction_dimx``: the program's output last dim. ``max_kernel_ops``: Mirage's 5, or
+        the number of inputs + 2 when the program has more than three inputs.
+        ``max_customized_ops``: 1, or the most sum reductions on one path of the program.
+        """
+        out = self
+        if out.reduction_dimx is None:
+            out = replace(out, reduction_dimx=int(graph.outputs[0].dims[-1]))
+        if out.max_customized_ops is None:
+            out = replace(out, max_customized_ops=max(1, chained_reductions(graph)))
+        if out.max_kernel_ops is None:
+            out = replace(out, max_kernel_ops=max(MIRAGE_MAX_KERNEL_OPS, len(graph.inputs) + MIN_OPS_BEYOND_INPUTS))
+        return out
 
     # ----------------------------------------------------------------- candidate spaces
     def grid_candidates(self, input_dims: Sequence[Sequence[int]]) -> list[tuple[int, int, int]]:
@@ -208,6 +227,24 @@ class SearchConfig:
 
     def frange_candidates(self) -> tuple[int, ...]:
         return self.franges if self.franges is not None else DEFAULT_FRANGES
+
+
+def chained_reductions(graph: Any) -> int:
+    """The most kernel-level sum reductions on one path from an input to an output.
+
+        >>> import mirage_lab as mi
+        >>> g = mi.new_kernel_graph(); x = g.new_input((4, 8))
+        >>> n = g.div(x, g.sqrt(g.reduction(g.square(x), 1)))
+        >>> g.mark_output(g.div(n, g.sqrt(g.reduction(g.square(n), 1))))
+        >>> chained_reductions(g)
+        2
+    """
+    depth: dict[int, int] = {t.guid: 0 for t in graph.inputs}
+    for op in graph.ops:
+        d = max((depth.get(t.guid, 0) for t in op.inputs), default=0) + (op.op_type == "reduction")
+        for t in op.outputs:
+            depth[t.guid] = d
+    return max((depth.get(t.guid, 0) for t in graph.outputs), default=0)
 
 
 def normalize_map(m: Iterable[int], grid: Sequence[int]) -> tuple[int, int, int]:

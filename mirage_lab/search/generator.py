@@ -26,9 +26,9 @@ import itertools
 import time
 from typing import Any, Callable, Iterator
 
-from ..expr import for_kernel_op
+from ..expr import abstract_graph, for_kernel_op
 from .arrays import digest_any, get_arrays
-from .axes import combinable_axes, input_axis_classes, root_tier
+from .axes import INCOHERENT, combinable_axes, input_axis_classes, op_axis_classes, root_tier, summed_axes
 from .block_search import BlockSearch
 from .config import SearchConfig
 from .events import SearchStats
@@ -78,35 +78,65 @@ class Generator(BlockSearch):
     def tasks(self) -> list[Task]:
         """Independent subtrees, in a fixed order that does not depend on the workers.
 
-        Customized-op roots come first (they hold the fused candidates); then each first
-        kernel op, split by its second choice so that the deep kernel-level subtrees spread
-        over workers too (``child=None``: the state after the first op itself).
+        Customized-op roots, first ones and those after one kernel op, are tiered by
+        :func:`.axes.root_tier`; each first kernel op is split by its second choice so that
+        the deep kernel-level subtrees spread over workers too (``child=None``: the state
+        after the first op itself). The order (it never changes the set searched):
+
+        1. coherent customized ops that read, directly or through the kernel op before them,
+           every input the outputs need (fused μGraphs live there: RMSNorm + Linear,
+           FlashDecoding, and ``add`` then a fused norm + linear when a program has more
+           inputs than one customized op may read), first ones before later ones, by tier;
+           after a kernel op, those after one of the program's own ops first;
+        2. the other coherent first customized ops, by tier;
+        3. the kernel-op subtrees left, in the generator's order;
+        4. incoherent first customized ops.
         """
         nodes = self.root_nodes()
-        out: list[Task] = []
-        later: list[Task] = []
-        if self.cfg.max_customized_ops > 0 and len(nodes) < self.cfg.max_kernel_ops:
-            # Split-KV tilings first when a second customized op can combine the splits, then
-            # the other coherent ones (see :mod:`.axes`); the rest after the kernel-op subtrees.
-            classes = input_axis_classes(self.t.graph)
-            combinable = combinable_axes(self.t.graph) if self.cfg.max_customized_ops > 1 else frozenset()
-            tiers: tuple[list, ...] = ([], [], [], later)
+        n_in = len(nodes)
+        needed = set(self.t.needed_inputs)
+        custom = self.cfg.max_customized_ops > 0
+        classes = input_axis_classes(self.t.graph)
+        combinable = combinable_axes(self.t.graph) if self.cfg.max_customized_ops > 1 else frozenset()
+        # with one customized op, no later one can add up partial sums of a split summed axis
+        summed = summed_axes(self.t.graph)
+        unsplittable = summed if self.cfg.max_customized_ops == 1 else frozenset()
+        coherent = range(INCOHERENT)
+        first_full: list[list[Task]] = [[] for _ in coherent]
+        # after a kernel op, by tier: [the program's own op (its tensor is one of the program's), others]
+        later_full: list[list[Task]] = [[] for _ in coherent for _own in (0, 1)]
+        program_exprs = set(abstract_graph(self.t.graph).values())
+        partial: list[list[Task]] = [[] for _ in coherent]
+        kernel: list[Task] = []
+        incoherent: list[Task] = []
+        if custom and n_in < self.cfg.max_kernel_ops:
             for root in self._block_roots(nodes, None):
-                tier = root_tier([classes[i] for i in root.inputs], root.grid, root.imaps, root.fmaps, combinable)
-                tiers[tier].append(Task(0, "block", root))
-            out += tiers[0] + tiers[1] + tiers[2]
+                tier = root_tier([classes[i] for i in root.inputs], root.grid, root.imaps, root.fmaps, combinable,
+                                 unsplittable, summed)
+                task = Task(0, "block", root)
+                if tier == INCOHERENT:
+                    incoherent.append(task)
+                else:
+                    (first_full if needed <= set(root.inputs) else partial)[tier].append(task)
         for op in self._kernel_op_choices(nodes, None):
             node = self._kernel_node(nodes, op)
             if node is None:
                 continue
-            out.append(Task(0, "kernel", op, None))
+            kernel.append(Task(0, "kernel", op, None))
             after = nodes + [node]
             for child in self._kernel_op_choices(after, [op]):
-                out.append(Task(0, "kernel", op, child))
-            if self.cfg.max_customized_ops > 0 and len(after) < self.cfg.max_kernel_ops:
+                kernel.append(Task(0, "kernel", op, child))
+            if custom and len(after) < self.cfg.max_kernel_ops:
+                own = 0 if node.expr in program_exprs else 1
+                node_cls = op_axis_classes(op[0], [(nodes[i].dims, classes[i]) for i in op[1]], node.dims)
+                after_cls = classes + [node_cls]
                 for root in self._block_roots(after, [op]):
-                    out.append(Task(0, "kernel", op, root))
-        out += later
+                    task = Task(0, "kernel", op, root)
+                    read = {i for i in root.inputs if i < n_in} | (set(op[1]) if n_in in root.inputs else set())
+                    tier = root_tier([after_cls[i] for i in root.inputs], root.grid, root.imaps, root.fmaps,
+                                     combinable, unsplittable, summed) if needed <= read else INCOHERENT
+                    (kernel if tier == INCOHERENT else later_full[2 * tier + own]).append(task)
+        out = [t for tiers in (first_full, later_full, partial) for tier in tiers for t in tier] + kernel + incoherent
         for i, task in enumerate(out):
             task.index = i
         return out

@@ -7,7 +7,7 @@ import torch
 import mirage_lab as mi
 from mirage_lab import examples as ex
 from mirage_lab.search import CancelToken, CandidateFound, Finished, Progress, search
-from mirage_lab.search.axes import combinable_axes, input_axis_classes, is_coherent, root_tier
+from mirage_lab.search.axes import combinable_axes, input_axis_classes, is_coherent, root_tier, summed_axes
 from mirage_lab.search.build import build_graph
 from mirage_lab.search.config import SearchConfig, normalize_map
 from mirage_lab.search.generator import BlockRoot, Generator, Target, Task
@@ -91,27 +91,31 @@ def test_split_kv_axes_and_tiers():
     assert root_tier(cls, (4, 32, 1), fd, (-1, 2, 1), comb) == 0
     assert root_tier(cls, (4, 32, 1), fd, (-1, -1, -1), comb) == 1
     # K's keys split by y but V's not: coherent, yet the tiles do not line up
-    assert root_tier(cls, (4, 16, 4), ((0, -1, -1), (0, 2, -1), (0, -1, 1)), (-1, 2, 1), comb) == 2
+    assert root_tier(cls, (4, 16, 4), ((0, -1, -1), (0, 2, -1), (0, -1, 1)), (-1, 2, 1), comb) == 3
     assert root_tier(cls, (4, 32, 1), fd, (-1, 2, 1)) == 2        # one kernel only: no split-KV tier
 
 
-def test_single_kernel_presets_keep_their_task_order():
-    # Tiers 0/1 need a second customized op: default/mlp/lora order stays coherent roots,
-    # kernel-op subtrees, the other roots — as before the attention tiers existed.
+def test_single_kernel_presets_order_roots_by_tier_and_keep_them_all():
+    # Tiers 0/1 need a second customized op: with default/mlp/lora the roots that read every
+    # input come first, consistent tilings before merely coherent ones; none is dropped.
     for preset, g in ((None, ex.rms_norm_linear_program(4, 256, 256)), ("mlp", ex.gated_mlp_program(4, 64, 64)),
                       ("lora", ex.rms_norm_linear_program(4, 64, 64))):
         cfg = SearchConfig.from_args(preset)
         gen = Generator(Target(g, cfg), cfg)
         assert gen.cfg.reduction_dimx == 64 and (0, -1, -1) in cfg.imap_candidates()
         cls = input_axis_classes(g)
+        summed = summed_axes(g)
         roots = list(gen._block_roots(gen.root_nodes(), None))
-        coherent = [r for r in roots if is_coherent([cls[i] for i in r.inputs], r.grid, r.imaps, r.fmaps)]
-        rest = [r for r in roots if r not in coherent]
+        tier = {repr(r): root_tier([cls[i] for i in r.inputs], r.grid, r.imaps, r.fmaps, frozenset(), summed, summed)
+                for r in roots}
+        assert not any(t in (0, 1) for t in tier.values())
         tasks = gen.all_tasks()
         blocks = [t.op for t in tasks if t.kind == "block"]
-        assert blocks == coherent + rest
+        assert sorted(map(repr, blocks)) == sorted(map(repr, roots))
         first_kernel = next(i for i, t in enumerate(tasks) if t.kind == "kernel")
-        assert [t.op for t in tasks[:first_kernel]] == coherent
+        full = [r for r in roots if tier[repr(r)] < 4 and set(r.inputs) == set(range(len(g.inputs)))]
+        assert [t.op for t in tasks[:first_kernel]] == sorted(full, key=lambda r: tier[repr(r)])
+        assert tier[repr(blocks[-1])] == 4
 
 
 def _first_split_kv(program, limit_s, workers=1):
