@@ -1,6 +1,6 @@
 """Verifier reliability: the whole mutant corpus (tests/verify/verify_corpus.py), as counts.
 
-    python benchmarks/verifier_mutants.py                 # the whole corpus (~13,000 cases)
+    python benchmarks/verifier_mutants.py                 # the whole corpus (~17,000 cases, ~5 min)
     python benchmarks/verifier_mutants.py --sample 500    # a random sample
     python benchmarks/verifier_mutants.py --no-k1         # skip the field-only k = 1 run
 
@@ -40,7 +40,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sample", type=int, default=0, help="verify this many random cases instead of all")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--doubles", type=int, default=300, help="random double edits per base graph")
+    ap.add_argument("--doubles", type=int, default=360, help="random double edits per base graph")
     ap.add_argument("--no-k1", action="store_true", help="skip the field-only run at k = 1")
     ap.add_argument("--show", type=int, default=10, help="print this many false rejects")
     a = ap.parse_args()

@@ -15,8 +15,8 @@ mutant is compared with the program. Three families:
   two ``mul_scalar(±sqrt|s|)``, ``mul_scalar(c)`` then ``mul_scalar(1/c)`` (c = 2**-0.5, 3, 0.1)
   inserted after an op, ``mul_scalar(1)``, ``clamp∘clamp``, ``exp(x) = exp(x/2)·exp(x/2)``.
 
-Ground truth is the float64 interpreter on three input draws of its own (normal, 4× wider
-normal, uniform [0.5, 1.5)), independent of the verifier's seeds: a mutant whose outputs
+Ground truth is the float64 interpreter on five input draws of its own (normal, scaled by
+4, 2**-4 and 2**-8, and uniform [0.5, 1.5)), independent of the verifier's seeds: a mutant whose outputs
 differ (under every output permutation) is *non-equivalent*, one whose outputs agree to 1e-7
 is *float-equivalent*.
 """
@@ -227,7 +227,7 @@ def equivalent_edits(d: dict) -> Iterator[tuple[str, str, dict]]:
                 d, s_idx, lambda lv, o, j, b, out=out: _insert_after(lv, o, j, out, [("mul_scalar", {"scalar": 1.0})], b))
 
 
-def corpus(doubles: int = 300, seed: int = 0) -> Iterator[Case]:
+def corpus(doubles: int = 360, seed: int = 0) -> Iterator[Case]:
     """Every case, deterministic for ``seed``; ``doubles`` random two-edit mutants per graph
     (a random single edit, then a random structural or scalar edit of it)."""
     rng = random.Random(seed)
@@ -236,24 +236,24 @@ def corpus(doubles: int = 300, seed: int = 0) -> Iterator[Case]:
             d = to_dict(make())
             singles = []
             for desc, nd in vm.edits(d, rng):
-                singles.append(nd)
+                singles.append((desc, nd))
                 yield Case(name, classify(desc), desc, nd)
             for cls, desc, nd in scalar_edits(d):
                 if nd is not None:
-                    singles.append(nd)
+                    singles.append((desc, nd))
                     yield Case(name, cls, desc, nd)
             for cls, desc, nd in equivalent_edits(d):
                 if nd is not None:
                     yield Case(name, cls, desc, nd, variant=True)
             for k in range(doubles if singles else 0):
-                first = rng.choice(singles)
+                desc1, first = rng.choice(singles)
                 if rng.random() < 0.25:
                     seconds = [(desc, nd) for _, desc, nd in scalar_edits(first) if nd is not None]
                     second = rng.choice(seconds) if seconds else None
                 else:
                     second = next(iter(vm.edits(first, rng)), None)
                 if second is not None:
-                    yield Case(name, "double edit", f"double #{k}: {second[0]}", second[1])
+                    yield Case(name, "double edit", f"{desc1}; then {second[0]}", second[1])
 
 
 # --------------------------------------------------------------------------- ground truth
@@ -273,13 +273,15 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 class GroundTruth:
-    """The program's float64 outputs on three draws of its own; ``equal(m)`` compares a mutant."""
+    """The program's float64 outputs on five draws of its own; ``equal(m)`` compares a mutant."""
 
     def __init__(self, prog: mi.KernelGraph, seed: int = 12345):
         gen = torch.Generator().manual_seed(seed)
         dims = [t.dims for t in prog.inputs]
         self.inputs = [[torch.randn(d, generator=gen, dtype=torch.float64) for d in dims],
                        [4 * torch.randn(d, generator=gen, dtype=torch.float64) for d in dims],
+                       [2.0 ** -4 * torch.randn(d, generator=gen, dtype=torch.float64) for d in dims],
+                       [2.0 ** -8 * torch.randn(d, generator=gen, dtype=torch.float64) for d in dims],
                        [torch.rand(d, generator=gen, dtype=torch.float64) + 0.5 for d in dims]]
         self.wants = [mi.run_reference(prog, x) for x in self.inputs]
         self.n = len(prog.outputs)
