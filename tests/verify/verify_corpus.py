@@ -307,6 +307,7 @@ class Report:
     verify_time: float = 0.0
     float_check_time: float = 0.0
     float_checks: int = 0
+    second_checks: Counter = field(default_factory=Counter)   # "confirmed", "rejected", "decided", ...
 
     def count(self, cls: str, key: str, n: int = 1) -> None:
         self.stats[key] += n
@@ -341,6 +342,7 @@ def evaluate(cases: list[Case], seed: int = 0, field_k1: bool = True) -> Report:
         r = mi.verify.equivalent(prog, m, seed=n, backend="numpy")
         rep.verify_time += time.perf_counter() - t0
         if r.second_check:
+            rep.second_checks[r.second_check] += 1
             t0 = time.perf_counter()
             float_equivalent(prog, m, n)
             rep.float_check_time += time.perf_counter() - t0
