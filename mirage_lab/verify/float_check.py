@@ -23,6 +23,7 @@ sqrt and pow of non-integer exponents stay real).
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -93,6 +94,22 @@ def _draws(graph: KernelGraph, seed: int) -> Iterator[list]:
         yield [torch.empty(t.dims, dtype=torch.float64).uniform_(lo, hi, generator=gen) for t in graph.inputs]
 
 
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """torch on one thread while the check runs. The search confirms hits in forked pool
+    workers; a forked child whose parent had started torch's OpenMP team deadlocks in its
+    first multi-threaded matmul (seen: tests/search hung in gomp_team_barrier_wait_end).
+    One thread takes no team; it is also the fastest for these small graphs."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
 _REF_CACHE: "OrderedDict[tuple[str, int], list[list]]" = OrderedDict()
 
 
@@ -143,8 +160,9 @@ def float_equivalent(g1: KernelGraph, g2: KernelGraph, seed: int, *,
     n = len(g1.outputs)
     if len(g2.outputs) != n:
         return FloatCheck(False, reason=f"output count {n} vs {len(g2.outputs)}")
-    o1 = _outputs(g1, seed, cache=True)
-    o2 = _outputs(g2, seed, cache=False)
+    with _one_thread():
+        o1 = _outputs(g1, seed, cache=True)
+        o2 = _outputs(g2, seed, cache=False)
     eq: dict[tuple[int, int], tuple[bool, bool]] = {}
 
     def pair(i: int, j: int) -> tuple[bool, bool]:
