@@ -308,6 +308,7 @@ class Report:
     float_check_time: float = 0.0
     float_checks: int = 0
     second_checks: Counter = field(default_factory=Counter)   # "confirmed", "rejected", "decided", ...
+    field_accept_labels: list[str] = field(default_factory=list)   # non-equivalent, accepted by the field alone
 
     def count(self, cls: str, key: str, n: int = 1) -> None:
         self.stats[key] += n
@@ -361,6 +362,7 @@ def evaluate(cases: list[Case], seed: int = 0, field_k1: bool = True) -> Report:
             fo = rep.field_only_accepts.setdefault(c.cls, Counter())
             if field_k2:
                 fo["k2"] += 1
+                rep.field_accept_labels.append(label)
             if field_k1 and same_shapes and mi.verify.equivalent(prog, m, tests=1, seed=n, backend="numpy",
                                                                  float_check="never"):
                 fo["k1"] += 1
