@@ -14,7 +14,7 @@ MODULES = [
     # the verifier and the abstract expressions
     "mirage_lab.verify", "mirage_lab.verify.field", "mirage_lab.verify.tile_plans", "mirage_lab.verify.numpy_backend",
     "mirage_lab.verify.backends", "mirage_lab.verify.fingerprint",
-    "mirage_lab.verify.equivalence", "mirage_lab.expr", "mirage_lab.expr.terms", "mirage_lab.expr.abstract",
+    "mirage_lab.verify.equivalence", "mirage_lab.verify.float_check", "mirage_lab.expr", "mirage_lab.expr.terms", "mirage_lab.expr.abstract",
     "mirage_lab.expr.oracle",
     # the search and the code generator
     "mirage_lab.search.config", "mirage_lab.search.axes", "mirage_lab.search.arrays", "mirage_lab.gpu.numba_compat",

@@ -12,9 +12,9 @@
 """
 from .abstract import abstract, abstract_block_graph, abstract_graph, for_block_op, for_kernel_op
 from .oracle import SubexprOracle, degree, is_subexpression
-from .terms import (Expr, ExprError, add, clamp, concat, div, exp, gelu, mul, neg, pow_, red, relu, rms, silu, sqrt,
-                    square, var)
+from .terms import (Expr, ExprError, add, clamp, concat, div, exp, gelu, mul, neg, pow_, red, relu, rms, scale,
+                    sigmoid, silu, sqrt, square, var)
 
 __all__ = ["Expr", "ExprError", "abstract", "abstract_graph", "abstract_block_graph", "for_kernel_op", "for_block_op",
            "SubexprOracle", "is_subexpression", "degree", "var", "add", "mul", "div", "pow_", "neg", "exp", "square",
-           "sqrt", "silu", "gelu", "relu", "clamp", "rms", "red", "concat"]
+           "sqrt", "silu", "gelu", "relu", "sigmoid", "clamp", "rms", "red", "concat", "scale"]

@@ -7,8 +7,10 @@
     'sum(4096, mul(div(x0, rms(4096, x0)), x1))'
 
 A tile's expression equals its full tensor's: partitioning is invisible and only the
-reduction sizes carry information. Constant scalings are ignored, as Mirage does (the
-``mean`` accumulator is ``sum(frange·w, e)``; ``mul_scalar`` passes its input through).
+reduction sizes carry information. Constants are ``scale`` terms (``mul_scalar(x, c)`` is
+``scale(c, x)``, the ``mean`` accumulator ``scale(1/(frange·w), sum(frange·w, e))``): the
+oracle ignores them, as Mirage does, except under a function such as exp, so
+``exp(c·y)`` and ``exp(y)`` are different expressions (see :func:`.terms.scale`).
 """
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ def _elementwise_or_reduce(op_type: str, attrs: dict, input_exprs: Sequence[Expr
         return T.div(x, T.rms(d0[-1], x))
     if op_type == "clamp":
         return T.clamp(attrs["lo"], attrs["hi"], x)
+    if op_type == "mul_scalar":
+        return T.scale(attrs["scalar"], x)
     if op_type in _UNARY:
         return T.CONSTRUCTORS[op_type](x)
     if op_type in _BINARY:
@@ -76,8 +80,8 @@ def for_block_op(op_type: str, attrs: dict | None, input_exprs: Sequence[Expr], 
     """The expression of a block-level op's output (tiles' dims in ``input_dims``).
 
     Loaders (``input``) and savers (``output``) pass their DTensor's / STensor's expression
-    through. Accumulators: ``None`` → ``sum(frange, e)``; ``sum``/``mean`` →
-    ``sum(frange·w, e)``; ``sum_todimx`` → ``sum(frange·w/dimx, e)``; ``rms`` →
+    through. Accumulators: ``None`` → ``sum(frange, e)``; ``sum`` → ``sum(frange·w, e)``;
+    ``mean`` → ``scale(1/(frange·w), sum(frange·w, e))``; ``sum_todimx`` → ``sum(frange·w/dimx, e)``; ``rms`` →
     ``rms(frange·w, e)`` (w = the tile's last dim).
 
         >>> from mirage_lab.expr.terms import var
@@ -89,15 +93,17 @@ def for_block_op(op_type: str, attrs: dict | None, input_exprs: Sequence[Expr], 
         raise ExprError(f"for_block_op: {op_type} needs input expressions")
     x = input_exprs[0]
     d0 = tuple(input_dims[0]) if input_dims else ()
-    if op_type in ("input", "output", "mul_scalar"):
+    if op_type in ("input", "output"):
         return x
     if op_type == "forloop_accum":
         kind = attrs.get("acc")
         w = d0[-1]
         if kind is None:
             return T.red(forloop_range, x)
-        if kind in ("sum", "mean"):
+        if kind == "sum":
             return T.red(forloop_range * w, x)
+        if kind == "mean":
+            return T.scale(1.0 / (forloop_range * w), T.red(forloop_range * w, x))
         if kind == "sum_todimx":
             if (forloop_range * w) % reduction_dimx:
                 raise ExprError(f"for_block_op: sum_todimx of width {w} does not fold into dimx={reduction_dimx}")

@@ -26,6 +26,7 @@ inputs {0, 2}", "a division by a term over {1}") occurs in no target.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from typing import Any, Iterable, Sequence
@@ -38,6 +39,15 @@ from .terms import Expr, ExprError, signatures, symbols, variables
 #: Mirage uses 80000 with a fresh solver per query.
 DEFAULT_RLIMIT = 50_000
 DEFAULT_TIMEOUT_MS = 2_000
+#: Answers and z3 encodings kept per oracle; past this the older half goes (a long search
+#: meets millions of expressions, and each answer is cheap to recompute).
+CACHE_LIMIT = 1 << 18
+
+
+def _trim(d: dict) -> None:
+    if len(d) > CACHE_LIMIT:
+        for k in list(itertools.islice(d, len(d) // 2)):
+            del d[k]
 
 
 def degree(n: int) -> int:
@@ -130,6 +140,13 @@ class _Z3Model:
             v = self.vars[i] = self.z3.Const(f"v{i}", self.P)
         return v
 
+    def _encode_arg(self, op: str, a: Expr, memo: dict[Expr, Any]) -> Any:
+        # exp(c·y) is not exp(y): under a rigid function a constant is an opaque factor const_c·y.
+        if a.op == "scale" and op in T.RIGID:
+            c = self.z3.Const(f"const_{a.n!r}", self.P)
+            return self.fn["mul"](c, self.encode(a.args[0], memo))
+        return self.encode(a, memo)
+
     def encode(self, e: Expr, memo: dict[Expr, Any]) -> Any:
         got = memo.get(e)
         if got is not None:
@@ -143,9 +160,11 @@ class _Z3Model:
         elif op == "clamp":
             lo, hi = e.n
             r = self.fn["clamp"](z3.RealVal(repr(lo), self.ctx), z3.RealVal(repr(hi), self.ctx),
-                                 self.encode(e.args[0], memo))
+                                 self._encode_arg(op, e.args[0], memo))
+        elif op == "scale":   # constants are ignored (Mirage), except where a rigid function reads them
+            r = self.encode(e.args[0], memo)
         elif op in self.fn:
-            r = self.fn[op](*[self.encode(a, memo) for a in e.args])
+            r = self.fn[op](*[self._encode_arg(op, a, memo) for a in e.args])
         else:
             raise ExprError(f"z3 encoding: unknown term {op!r}")
         memo[e] = r
@@ -254,6 +273,8 @@ class SubexprOracle:
                 return got
             self.misses += 1
             ans = self._decide(expr)
+            _trim(self._cache)
+            _trim(self._memo)
             self._cache[expr] = ans
             return ans
 

@@ -14,7 +14,7 @@ subexpression of any of them, and z3 need not be asked.
 
 A second invariant covers the function symbols no axiom rewrites (exp, sqrt, square,
 silu, gelu, relu, clamp, pow, rms): an application ``f(X)`` can only equal an application
-of ``f`` to an equal argument. So every such application inside a candidate needs one in
+of ``f`` to an equal argument, constant included (``exp(c·y)`` needs an ``exp(c·y)``). So every such application inside a candidate needs one in
 the target whose argument has the same degrees (and, for ``rms``, the same reduction
 degree ``ceil(log2 n)``, the encoding the z3 model uses). This is what rejects ``exp`` of
 the wrong operand at once.
@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Sequence
 
 from ..expr import Expr
+from ..expr.terms import arg_constants
 from ..ops import names
 
 
@@ -52,12 +53,13 @@ ATOMIC = frozenset(names(rigid=True)) | {"rms"}  # the ops table's rigid functio
 
 @lru_cache(maxsize=1 << 16)
 def atomic_signatures(e: Expr) -> frozenset:
-    """Signatures ``(f, attribute, argument degrees)`` of every un-rewritable application in ``e``."""
+    """Signatures ``(f, attribute, argument degrees, argument constants)`` of every
+    un-rewritable application in ``e``: ``exp(c·y)`` and ``exp(y)`` differ in the constant."""
     out = set()
     for s in e.subterms():
         if s.op in ATOMIC:
             n = math.ceil(math.log2(s.n)) if s.op == "rms" else s.n
-            out.add((s.op, n, tuple(degrees(a) for a in s.args)))
+            out.add((s.op, n, tuple(degrees(a) for a in s.args), arg_constants(s)))
     return frozenset(out)
 
 

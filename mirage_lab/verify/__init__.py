@@ -10,7 +10,8 @@ Modules, bottom up: :mod:`.field` (the arithmetic: constants and lookup tables),
 :mod:`.tile_plans` (where each block's tile lies), :mod:`.numpy_backend` (``FieldOps``, the
 ops on numpy arrays), :mod:`.cuda_backend` (the same on a GPU through Numba-CUDA),
 :mod:`.backends` (the one choice between them: ``resolve_backend``, ``get_ops``),
-:mod:`.fingerprint` (whole graphs), :mod:`.equivalence`.
+:mod:`.fingerprint` (whole graphs), :mod:`.float_check` (the float64 second check where the
+field models an op loosely), :mod:`.equivalence`.
 """
 from .backends import BACKENDS, get_ops, resolve_backend
 from .equivalence import EquivalenceResult, VerifyError, equivalent, match_outputs

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..gpu.numba_compat import cuda
-from .field import FP_DTYPE, PQ, FieldError, as_fingerprint
+from .field import FP_DTYPE, PQ, TABLE_CACHE_SIZE, FieldError, as_fingerprint
 from .numpy_backend import FieldOps
 from .tile_plans import contiguous_strides
 
@@ -223,6 +223,9 @@ class CudaFieldOps(FieldOps):
         if got is None or got[0] is not table:
             got = (table, cuda.to_device(table))
             self._tables[id(table)] = got
+            # bounded like the host tables (field.TABLE_CACHE_SIZE): oldest device copies go first
+            while len(self._tables) > 2 * TABLE_CACHE_SIZE:
+                del self._tables[next(iter(self._tables))]
         return got[1]
 
     def _copy(self, src: Any, dst: Any, shape: Sequence[int], sstr: Sequence[int], dstr: Sequence[int],

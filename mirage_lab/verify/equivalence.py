@@ -27,6 +27,9 @@ from ..ir.kernel_graph import KernelGraph
 from ..ir.shapes import fmt
 from .backends import get_ops
 from .fingerprint import fingerprint_graph, random_inputs
+from .float_check import float_equivalent, inexact_scalars, loose_ops
+
+FLOAT_CHECKS = ("auto", "never", "always")
 
 #: Above this many outputs, permutations are matched greedily instead of exhaustively.
 _MAX_EXHAUSTIVE = 7
@@ -53,6 +56,9 @@ class EquivalenceResult:
     seed: int | None = None
     backend: str = "numpy"
     matched: list[tuple[int, int]] = field(default_factory=list)
+    #: The float64 second check (:mod:`.float_check`): "" (not run), "confirmed", "rejected",
+    #: "decided" (the field cannot model an inexact scalar; the float test decided), "inconclusive".
+    second_check: str = ""
 
     def __bool__(self) -> bool:
         return self.equivalent
@@ -92,18 +98,35 @@ def match_outputs(fps_a: Sequence[np.ndarray], fps_b: Sequence[np.ndarray]) -> t
     return tuple(perm)
 
 
+def _field_permutations(fps_a: Sequence[np.ndarray], fps_b: Sequence[np.ndarray]) -> list[tuple[int, ...]]:
+    """Every output permutation under which the fingerprints match (for the float64 check)."""
+    n = len(fps_a)
+    eq = [[fa.shape == fb.shape and bool(np.array_equal(fa, fb)) for fb in fps_b] for fa in fps_a]
+    if n > _MAX_EXHAUSTIVE:
+        perm = match_outputs(fps_a, fps_b)
+        return [perm] if perm is not None else []
+    return [p for p in itertools.permutations(range(n)) if all(eq[i][p[i]] for i in range(n))]
+
+
 def _first_diff(a: np.ndarray, b: np.ndarray) -> tuple[int, ...]:
     idx = np.argwhere(a != b)
     return tuple(int(v) for v in idx[0]) if len(idx) else ()
 
 
 def equivalent(g1: KernelGraph, g2: KernelGraph, tests: int = 2, seed: int | None = None,
-               backend: str = "auto") -> EquivalenceResult:
+               backend: str = "auto", float_check: str = "auto") -> EquivalenceResult:
     """Are ``g1`` and ``g2`` the same function (up to a permutation of outputs)?
 
     Both graphs must declare the same inputs (count, order, shapes); otherwise a
     :class:`VerifyError` says how they differ. ``seed=None`` draws a fresh seed (recorded
     in the result, so a verdict can be replayed).
+
+    ``float_check="auto"``: where the fingerprints match and either graph uses an op the field
+    models loosely (:data:`.float_check.LOOSE_OPS`: exp, silu, gelu, sigmoid, relu, clamp,
+    pow, mul_scalar), the graphs also run in float64 on random inputs and must agree; where
+    the fingerprints differ and a ``mul_scalar`` constant is inexact in the field (an
+    irrational such as ``2**-0.5``), the float64 run decides. ``"always"`` runs it after
+    every match, ``"never"`` trusts the field alone. ``result.second_check`` says what ran.
 
         >>> from mirage_lab import examples
         >>> r = equivalent(examples.gated_mlp_program(4, 64, 32),
@@ -118,6 +141,8 @@ def equivalent(g1: KernelGraph, g2: KernelGraph, tests: int = 2, seed: int | Non
             raise VerifyError(f"equivalent: {name} has no outputs; call mark_output first")
     if not isinstance(tests, int) or isinstance(tests, bool) or tests < 1:
         raise VerifyError(f"equivalent: tests must be a positive int, got {tests!r}")
+    if float_check not in FLOAT_CHECKS:
+        raise VerifyError(f"equivalent: float_check must be one of {FLOAT_CHECKS}, got {float_check!r}")
     d1 = [t.dims for t in g1.inputs]
     d2 = [t.dims for t in g2.inputs]
     if d1 != d2:
@@ -143,7 +168,20 @@ def equivalent(g1: KernelGraph, g2: KernelGraph, tests: int = 2, seed: int | Non
     f2 = fingerprint_graph(g2, xs, ops=ops)
     perm = match_outputs(f1, f2)
     if perm is not None:
+        if float_check == "always" or (float_check == "auto" and (loose_ops(g1) or loose_ops(g2))):
+            fc = float_equivalent(g1, g2, seed, permutations=_field_permutations(f1, f2))
+            if fc.equal is False:
+                return EquivalenceResult(False, reason=f"fingerprints match, but the float64 second check "
+                                         f"rejects: {fc.reason}", second_check="rejected", **base)
+            perm = fc.permutation or perm
+            return EquivalenceResult(True, permutation=perm, matched=list(enumerate(perm)),
+                                     second_check="confirmed" if fc.equal else "inconclusive", **base)
         return EquivalenceResult(True, permutation=perm, matched=list(enumerate(perm)), **base)
+    if float_check != "never" and (inexact_scalars(g1) or inexact_scalars(g2)):
+        fc = float_equivalent(g1, g2, seed)
+        if fc.equal:
+            return EquivalenceResult(True, permutation=fc.permutation, matched=list(enumerate(fc.permutation)),
+                                     second_check="decided", **base)
     # Explain: the output pairs that do match, and the first differing element of a same-shape pair.
     matched = []
     used: set[int] = set()

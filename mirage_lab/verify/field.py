@@ -33,6 +33,7 @@ functions ``unary``, ``matmul``, ...), :mod:`.cuda_backend` and :mod:`.backends`
 """
 from __future__ import annotations
 
+import hashlib
 import struct
 import zlib
 from fractions import Fraction
@@ -96,21 +97,64 @@ def field_inverse(x: int) -> int:
     return crt(_inv_mod(x, P), _inv_mod(x, Q))
 
 
+#: Bounded caches: a long session meets many distinct scalars (each table is 51 KB).
+TABLE_CACHE_SIZE = 128
+#: A float counts as the small fraction n/d (d <= this) when it is that fraction's float.
+NICE_DENOMINATOR = 1 << 20
+
+
+@lru_cache(maxsize=4096)
+def scalar_fraction(s: float) -> tuple[Fraction, bool]:
+    """The exact rational a float constant stands for, and whether it is a *nice* one.
+
+    A float that is the correctly rounded value of a fraction ``n/d`` with ``d <= 2**20``
+    (``0.1``, ``1/3``, ``1/4096``) stands for that fraction (nice); any other float (an
+    irrational such as ``2**-0.5``) stands for its own exact binary value, ``m / 2**k``. So the
+    map is one-to-one on floats, and a product of nice fractions is mapped exactly.
+
+        >>> scalar_fraction(0.1), scalar_fraction(2 ** -0.5)[1]
+        ((Fraction(1, 10), True), False)
+    """
+    s = float(s)
+    if not np.isfinite(s):
+        raise FieldError(f"the scalar {s!r} has no finite-field image; use a finite number")
+    f = Fraction(s).limit_denominator(NICE_DENOMINATOR)
+    if float(f) == s:
+        return f, True
+    return Fraction(s), False
+
+
 def field_scalar(s: float) -> int:
     """The field element standing for a real constant ``s`` (used by ``mul_scalar``).
 
-    ``s`` is read as the nearest fraction ``n/d`` with ``d <= 2**20`` and mapped to
-    ``n · d⁻¹``, so e.g. ``1/4096`` (the mean's scale) is exactly ``inverse(4096)``.
+    ``s`` is read as the exact rational of :func:`scalar_fraction` ``n/d`` and mapped to
+    ``n · d⁻¹`` (``d`` is a power of two or a nice denominator; a ``d`` divisible by p or q
+    has no inverse and maps through ``_inv_mod``'s 0). Different floats can still share an
+    image (Z_pq has 25651 elements); the verifier's float64 check (:mod:`.float_check`) tells
+    them apart.
 
     >>> field_scalar(0.25) == field_inverse(4)
     True
     """
-    f = Fraction(float(s)).limit_denominator(1 << 20)
+    f, _ = scalar_fraction(s)
     return (f.numerator % PQ) * field_inverse(f.denominator) % PQ
 
 
-def _float_key(v: float) -> int:
-    return zlib.crc32(struct.pack("<d", float(v)))
+def is_exact_scalar(s: float) -> bool:
+    """Whether the field models ``mul_scalar(s)`` as a ring homomorphism of real identities
+    (a nice fraction; see :func:`scalar_fraction`). An inexact one (``2**-0.5``) makes
+    ``mul_scalar(s)`` twice differ from ``mul_scalar(0.5)`` in the field though not in the reals.
+
+        >>> is_exact_scalar(0.125), is_exact_scalar(2 ** -0.5)
+        (True, False)
+    """
+    return scalar_fraction(s)[1]
+
+
+def _bound_key(lo: float, hi: float) -> int:
+    # -0.0 and 0.0 are the same bound; the key is every bit of both floats (no collisions to speak of).
+    digest = hashlib.sha256(struct.pack("<dd", float(lo) + 0.0, float(hi) + 0.0)).digest()
+    return int.from_bytes(digest[:16], "little")
 
 
 _X = np.arange(PQ, dtype=np.int64)
@@ -122,7 +166,7 @@ def _table(values: np.ndarray) -> np.ndarray:
     return t
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1)
 def _exp_table() -> np.ndarray:
     # exp(x) = (g**(x mod q) mod p, 1 mod q). q-part 1 (not Mirage's 0) keeps exp(0) = 1 and
     # keeps the q-residue of the other factor in exp(a)*b; it is the only homomorphism
@@ -131,7 +175,7 @@ def _exp_table() -> np.ndarray:
     return _table(crt(gp[_X % Q], 1))
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1)
 def _inv_table() -> np.ndarray:
     ip = np.array([_inv_mod(i, P) for i in range(P)], dtype=np.int64)
     iq = np.array([_inv_mod(i, Q) for i in range(Q)], dtype=np.int64)
@@ -149,11 +193,17 @@ def _pow_vec(base: np.ndarray, e: int) -> np.ndarray:
     return out
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=2)
+def _q_permutation(name: str) -> np.ndarray:
+    return np.random.default_rng(zlib.crc32(name.encode())).permutation(Q).astype(np.int64)
+
+
+@lru_cache(maxsize=TABLE_CACHE_SIZE)
 def unary_table(op_type: str, attrs_key: tuple = ()) -> np.ndarray:
     """The lookup table (length ``PQ``, uint16, read-only) of a unary op.
 
     ``attrs_key`` is ``(lo, hi)`` for clamp, ``(scalar,)`` for mul_scalar, ``()`` otherwise.
+    At most ``TABLE_CACHE_SIZE`` tables stay cached (least recently used go first).
 
     >>> int(unary_table("square")[7])
     49
@@ -168,43 +218,47 @@ def unary_table(op_type: str, attrs_key: tuple = ()) -> np.ndarray:
     if op_type == "sqrt":
         return _table(_pow_vec(x, SQRT_EXP))
     if op_type in ("silu", "gelu", "sigmoid"):
-        # p-part: x·e^x (silu) and x·e^{2x} (gelu), as Mirage; sigmoid, which Mirage lacks,
-        # e^x (its e^x / (1 + e^x) needs an inverse of 1 + e^x, which is 0 for some x). q-part: a
-        # fixed pseudo-random permutation of Z_q per op. Mirage's q-part 0 (ours would be x, since
-        # e^x has q-part 1) makes exp(silu(x)) constant (or equal to exp(x)): exp reads only the
-        # q-residue. The permutation also tells sigmoid(x) from exp(x).
+        # p-part: e^x (sigmoid), x·e^x (silu), x·e^{2x} (gelu), as Mirage (sigmoid's e^x/(1+e^x)
+        # needs an inverse of 1 + e^x, which is 0 for some x). q-part: a fixed pseudo-random
+        # permutation π of Z_q for sigmoid and gelu, and x·π_sigmoid(x) for silu, so that
+        # silu(x) = x·sigmoid(x) holds exactly in both residues, as in the reals. Mirage's q-part
+        # 0 (ours would be x, since e^x has q-part 1) makes exp(silu(x)) constant or equal to
+        # exp(x): exp reads only the q-residue. π also tells sigmoid(x) from exp(x).
         e = _exp_table()[x].astype(np.int64) % P
         if op_type == "gelu":
             e = e * e % P
-        perm = np.random.default_rng(zlib.crc32(op_type.encode())).permutation(Q).astype(np.int64)
+        perm = _q_permutation("gelu" if op_type == "gelu" else "sigmoid")
         p_part = e if op_type == "sigmoid" else x % P * e % P
-        return _table(crt(p_part, perm[x % Q]))
+        q_part = x % Q * perm[x % Q] % Q if op_type == "silu" else perm[x % Q]
+        return _table(crt(p_part, q_part))
     if op_type == "relu":  # max(r, m/2) per residue (Mirage's)
         return _table(crt(np.maximum(x % P, P // 2), np.maximum(x % Q, Q // 2)))
     if op_type == "clamp":
         # Mirage ignores the bounds (clamp(r, m/3, 2m/3)), so clamp(x,0,1) and clamp(x,-1,1)
-        # would collide. Here each bound shifts its residue window, keyed by the float's bits;
-        # the map stays idempotent (clamp∘clamp = clamp) like the real one.
+        # collide; a window shifted by a hash of the bounds (our first fix) still collided once
+        # in 56. Now: an idempotent map keyed by all 128 bits of the bounds: a random fixed-point
+        # set S (1/16 of Z_pq) and every other value sent to a random point of S. So
+        # clamp∘clamp = clamp, as in the reals, and two different bound pairs agree on a random
+        # value with chance about 1/256 + 1/1600 per element (1/16² for both fixed, else 1/|S|).
         lo, hi = attrs_key
-        cols = []
-        for m, xr in ((P, x % P), (Q, x % Q)):
-            lo_m = m // 6 + _float_key(lo) % (m // 4)
-            hi_m = m // 2 + _float_key(hi) % (m // 4)
-            cols.append(np.clip(xr, lo_m, hi_m))
-        return _table(crt(cols[0], cols[1]))
+        rng = np.random.default_rng(_bound_key(lo, hi))
+        fixed = rng.permutation(PQ)[: PQ // 16]
+        t = fixed[rng.integers(0, len(fixed), size=PQ)]
+        t[fixed] = fixed
+        return _table(t)
     if op_type == "mul_scalar":
         (s,) = attrs_key
         return _table(x * field_scalar(s))
     raise FieldError(f"no finite-field definition for unary op {op_type!r}; known: {UNARY_OPS}")
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=TABLE_CACHE_SIZE)
 def scale_table(c: int) -> np.ndarray:
     """Table of ``x -> c·x`` for an int ``c`` (repeat counts, ``inverse(n)`` for means)."""
     return _table(_X * (int(c) % PQ))
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=TABLE_CACHE_SIZE)
 def rms_table(n: int) -> np.ndarray:
     """Table of ``s -> sqrt(s · n⁻¹)``: the RMS of ``n`` values whose squares sum to ``s``.
 
@@ -215,7 +269,7 @@ def rms_table(n: int) -> np.ndarray:
     return _table(_pow_vec(_X * field_inverse(n) % PQ, SQRT_EXP))
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=TABLE_CACHE_SIZE)
 def inv_rms_table(n: int) -> np.ndarray:
     """Table of ``s -> 1 / sqrt(s · n⁻¹)`` (``rms_table`` then the inverse)."""
     return _table(_inv_table()[rms_table(n)].astype(np.int64))
@@ -226,12 +280,16 @@ def attrs_key(op_type: str, attrs: dict | None) -> tuple:
     attrs = attrs or {}
     try:
         if op_type == "clamp":
-            return (float(attrs["lo"]), float(attrs["hi"]))
-        if op_type == "mul_scalar":
-            return (float(attrs["scalar"]),)
-    except (KeyError, TypeError, ValueError) as e:
+            key = (float(attrs["lo"]), float(attrs["hi"]))
+        elif op_type == "mul_scalar":
+            key = (float(attrs["scalar"]),)
+        else:
+            return ()
+    except (KeyError, TypeError, ValueError, OverflowError) as e:
         raise FieldError(f"{op_type}: missing or bad attribute ({e!r}); got attrs {attrs!r}") from e
-    return ()
+    if not all(np.isfinite(key)):
+        raise FieldError(f"{op_type}: attributes must be finite numbers; got attrs {attrs!r}")
+    return key
 
 
 def as_fingerprint(x: Any) -> np.ndarray:

@@ -30,17 +30,33 @@ def test_block_ops_and_accumulators():
     tile = [(16, 128)]
     assert for_block_op("input", {}, [x], tile) is x
     assert for_block_op("output", {}, [x], tile) is x
-    assert for_block_op("mul_scalar", {"scalar": 0.5}, [x], tile) is x  # constants ignored, as Mirage
+    assert for_block_op("mul_scalar", {"scalar": 0.5}, [x], tile) is T.scale(0.5, x)
     assert for_block_op("matmul", {}, [x, w], [(16, 128), (128, 24)]) is T.red(128, T.mul(x, w))  # the tile's k
     fr = 32
     acc = lambda kind: for_block_op("forloop_accum", {"acc": kind}, [x], tile, forloop_range=fr, reduction_dimx=64)
     assert acc(None) is T.red(32, x)
-    assert acc("sum") is T.red(4096, x) and acc("mean") is T.red(4096, x)  # MEAN is not divided
+    assert acc("sum") is T.red(4096, x) and acc("mean") is T.scale(1 / 4096, T.red(4096, x))
     assert acc("sum_todimx") is T.red(4096 // 64, x)
     assert acc("rms") is T.rms(4096, x)
     assert for_block_op("rms_norm", {}, [x], tile) is T.div(x, T.rms(128, x))
     assert for_block_op("sub", {}, [x, w], tile * 2) is T.add(x, T.neg(w))
     assert for_block_op("reduction", {"dim": 1}, [x], tile) is T.red(128, x)
+
+
+def test_constants_move_out_of_sums_and_products_but_stay_under_exp():
+    s = for_block_op("mul_scalar", {"scalar": 0.125}, [x], [(16, 128)])
+    m = for_block_op("matmul", {}, [s, w], [(16, 128), (128, 24)])
+    assert m is T.scale(0.125, T.red(128, T.mul(x, w)))
+    assert T.exp(m) is not T.exp(T.red(128, T.mul(x, w)))
+    assert str(T.exp(m)) == "exp(scale(0.125, sum(128, mul(x0, x1))))"
+    # two scalings of 2**-0.5 are one of 0.5 (to 12 digits), as in the reals
+    assert T.scale(2 ** -0.5, T.scale(2 ** -0.5, x)) is T.scale(0.5, x)
+    assert T.square(T.scale(3, x)) is T.scale(9, T.square(x))
+    assert T.rms(8, T.scale(-2, x)) is T.scale(2, T.rms(8, x))
+    # a mean then exp is the same expression as a sum scaled by 1/n then exp
+    mean = for_block_op("forloop_accum", {"acc": "mean"}, [x], [(16, 128)], forloop_range=2)
+    summed = for_block_op("forloop_accum", {"acc": "sum"}, [x], [(16, 128)], forloop_range=2)
+    assert T.exp(mean) is T.exp(for_block_op("mul_scalar", {"scalar": 1 / 256}, [summed], [(16, 1)]))
 
 
 def test_concat_then_matmul_splits_into_two_products():

@@ -172,3 +172,22 @@ def test_signatures_are_invariant_under_the_equivalence_axioms():
             assert T.signatures(e2) == T.signatures(t)
             e = e2
     assert changed > 100
+
+
+def test_exp_sees_its_constant():
+    """exp(c·y) is not exp(y): the oracle, its shortcuts and the search's prefilter all tell them apart."""
+    from mirage_lab.search.prefilter import may_be_subexpression
+
+    y = T.red(64, T.mul(T.var(0), T.var(1)))
+    for c in (1.113, 0.887, 114.0, 1 / 114):
+        target = T.exp(T.scale(c, y))
+        o = SubexprOracle([target])
+        assert o.check(T.exp(T.scale(c, y))) and o.check(T.scale(c, y)) and o.check(y)
+        assert not o.check(T.exp(y)) and not o.check(T.exp(T.scale(2 * c, y)))
+        assert not may_be_subexpression(T.exp(y), [target])
+        assert may_be_subexpression(T.exp(T.scale(c, T.red(8, T.mul(T.var(0), T.var(1))))), [target])
+    # inside a larger term too
+    t = T.add(T.exp(T.scale(0.5, T.var(0))), T.var(1))
+    o = SubexprOracle([t])
+    assert not o._decide(T.add(T.exp(T.var(0)), T.var(1)))
+    assert o._decide(T.add(T.var(1), T.exp(T.scale(0.5, T.var(0)))))

@@ -14,7 +14,7 @@ from mirage_lab.verify import VerifyError, equivalent, fingerprint_graph, random
 
 import verify_graphs as vg
 
-PAIRS = vg.pairs("small")
+PAIRS = {**vg.pairs("small"), **vg.scalar_pairs("small")}
 
 
 @pytest.mark.parametrize("name", sorted(PAIRS))

@@ -244,6 +244,95 @@ def two_outputs_swapped(b: int, h: int, n: int, grid: int, frange: int):
     return g
 
 
+# --------------------------------------------------------------------------- scalars: mul_scalar, clamp bounds, exp scale
+def scaled_attention(batch: int, q_len: int, d: int, kv: int, qblocks: int, frange: int):
+    """exp(s·QK)V / rowsum with s = 1/sqrt(d) (an irrational constant for d = 8)."""
+    g, (Q, K, V) = _new((batch, q_len, d), (batch, d, kv), (batch, kv, d))
+    bg = mi.new_threadblock_graph((batch, qblocks, 1), (128, 1, 1), frange, 64)
+    q = bg.new_input(Q, (0, 1, -1), -1)
+    k = bg.new_input(K, (0, -1, -1), 2 if frange > 1 else -1)
+    v = bg.new_input(V, (0, -1, -1), 1 if frange > 1 else -1)
+    e = bg.exp(bg.mul_scalar(bg.matmul(q, k), d ** -0.5))
+    s = bg.forloop_accum(e, "sum")
+    o = bg.forloop_accum(bg.matmul(e, v))
+    bg.new_output(bg.div(o, s), (0, 1, -1))
+    g.mark_output(g.customized([Q, K, V], bg)[0])
+    return g
+
+
+def clamp_program(b: int, h: int, n: int):
+    g, (X, W) = _new((b, h), (h, n))
+    g.mark_output(g.clamp(g.matmul(X, W), -0.5, 0.5))
+    return g
+
+
+def clamp_fused(b: int, h: int, n: int, grid: int, frange: int):
+    """X scaled by 1/4 before the loop's matmul, the sum by 4 after, then the clamp."""
+    g, (X, W) = _new((b, h), (h, n))
+    bg = mi.new_threadblock_graph((grid, 1, 1), (128, 1, 1), frange, 64)
+    x = bg.new_input(X, (-1, -1, -1), 1)
+    w = bg.new_input(W, (1, -1, -1), 0)
+    m = bg.forloop_accum(bg.matmul(bg.mul_scalar(x, 0.25), w))
+    bg.new_output(bg.clamp(bg.mul_scalar(m, 4.0), -0.5, 0.5), (1, -1, -1))
+    g.mark_output(g.customized([X, W], bg)[0])
+    return g
+
+
+def silu_gate_program(b: int, h: int, n: int):
+    g, (X, W1, W2) = _new((b, h), (h, n), (h, n))
+    g.mark_output(g.mul(g.silu(g.matmul(X, W1)), g.matmul(X, W2)))
+    return g
+
+
+def silu_gate_fused(b: int, h: int, n: int, grid: int, frange: int):
+    """silu written as x·sigmoid(x) in the block graph."""
+    g, (X, W1, W2) = _new((b, h), (h, n), (h, n))
+    bg = mi.new_threadblock_graph((grid, 1, 1), (128, 1, 1), frange, 64)
+    x = bg.new_input(X, (-1, -1, -1), 1)
+    w1 = bg.new_input(W1, (1, -1, -1), 0)
+    w2 = bg.new_input(W2, (1, -1, -1), 0)
+    m1 = bg.forloop_accum(bg.matmul(x, w1))
+    m2 = bg.forloop_accum(bg.matmul(x, w2))
+    bg.new_output(bg.mul(bg.mul(m1, bg.sigmoid(m1)), m2), (1, -1, -1))
+    g.mark_output(g.customized([X, W1, W2], bg)[0])
+    return g
+
+
+def mean_exp_program(rows: int, cols: int, grid: int):
+    """exp of each row's mean (accumulator 'mean', no loop)."""
+    g, (X,) = _new((rows, cols))
+    bg = mi.new_threadblock_graph((grid, 1, 1), (128, 1, 1), 1, 64)
+    x = bg.new_input(X, (0, -1, -1), -1)
+    bg.new_output(bg.exp(bg.forloop_accum(x, "mean")), (0, -1, -1))
+    g.mark_output(g.customized([X], bg)[0])
+    return g
+
+
+def mean_exp_fused(rows: int, cols: int, grid: int, frange: int):
+    """The same with a loop over columns: 'sum', then mul_scalar(1/cols) as two irrational steps."""
+    g, (X,) = _new((rows, cols))
+    bg = mi.new_threadblock_graph((grid, 1, 1), (128, 1, 1), frange, 64)
+    x = bg.new_input(X, (0, -1, -1), 1)
+    s = bg.mul_scalar(bg.mul_scalar(bg.forloop_accum(x, "sum"), 2 ** -0.5), 2 ** 0.5 / cols)
+    bg.new_output(bg.exp(s), (0, -1, -1))
+    g.mark_output(g.customized([X], bg)[0])
+    return g
+
+
+def scalar_pairs(size: str = "small") -> dict[str, tuple[Callable, Callable]]:
+    """Pairs whose blocks use constants: mul_scalar (exact and irrational), clamp bounds, exp of a
+    scaled argument, silu as x·sigmoid(x), a mean as a scaled sum."""
+    b, h, n, gr, fr = {"small": (4, 256, 128, 8, 8), "mut": (4, 64, 32, 4, 4), "tiny": (2, 16, 8, 2, 2)}[size]
+    att = {"small": (2, 32, 8, 256), "mut": (2, 16, 8, 64), "tiny": (1, 4, 8, 16)}[size]
+    F = lambda fn, *a, **k: (lambda: fn(*a, **k))  # noqa: E731
+    return {
+        "scaled_attention": (F(scaled_attention, *att, 1, 1), F(scaled_attention, *att, 2, 4)),
+        "clamp_scaled": (F(clamp_program, b, h, n), F(clamp_fused, b, h, n, gr, fr)),
+        "silu_as_x_sigmoid": (F(silu_gate_program, b, h, n), F(silu_gate_fused, b, h, n, gr, fr)),
+        "mean_exp": (F(mean_exp_program, b * 2, h, b), F(mean_exp_fused, b * 2, h, b, fr)),
+    }
+
+
 # --------------------------------------------------------------------------- the corpus
 def pairs(size: str = "small") -> dict[str, tuple[Callable, Callable]]:
     """``name -> (make_program, make_fused)`` (zero-argument builders)."""
