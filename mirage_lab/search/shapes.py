@@ -4,6 +4,7 @@ Tile dims are :func:`mirage_lab.ir.tiling.tile_dims` (the one tiling rule).
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -33,6 +34,7 @@ def fp_elements(typ: str, a: tuple, b: tuple | None) -> int:
     return numel(np.broadcast_shapes(a, b))
 
 
+@lru_cache(maxsize=1 << 16)   # called for every (op, operands) pair of every state: millions of times
 def op_out_dims(typ: str, a: tuple, b: tuple | None, batch_one: bool) -> tuple[int, ...] | None:
     if typ == "matmul":
         assert b is not None
