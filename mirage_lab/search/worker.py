@@ -52,12 +52,13 @@ def _generator_for(graph_json: str, cfg: SearchConfig) -> Any:
 def _confirm(gen: Any, hit: Any) -> tuple[str, dict] | None:
     """Build the hit's graph and confirm it with fresh random tests; returns (json, info).
 
-    What ``mi.verify.equivalent(target, g, tests=verify_tests, seed=seed + 1)`` decides, with
-    the target's random inputs and fingerprints computed once per generator instead of once
-    per hit (at full shapes drawing and evaluating them took most of a confirmation).
+    What ``mi.verify.equivalent(target, g, tests=verify_tests, seed=seed + 1)`` decides (the same
+    rule, :func:`mirage_lab.verify.equivalence.decide`, float64 second check included), with the
+    target's random inputs and fingerprints computed once per generator instead of once per hit
+    (at full shapes drawing and evaluating them took most of a confirmation).
     """
     from ..verify.backends import get_ops
-    from ..verify.equivalence import match_outputs
+    from ..verify.equivalence import decide
     from ..verify.fingerprint import fingerprint_graph, random_inputs
     from .build import build_graph
     from .cost import static_cost
@@ -71,8 +72,10 @@ def _confirm(gen: Any, hit: Any) -> tuple[str, dict] | None:
         xs = random_inputs(target, gen.cfg.verify_tests, gen.cfg.seed + 1)
         ref = gen._confirm_ref = (ops, xs, fingerprint_graph(target, xs, ops=ops))
     _, xs, want = ref
-    if sorted(t.dims for t in g.outputs) != sorted(t.dims for t in target.outputs) or \
-            match_outputs(want, fingerprint_graph(g, xs, ops=ops)) is None:
+    if sorted(t.dims for t in g.outputs) != sorted(t.dims for t in target.outputs):
+        return None
+    verdict = decide(target, g, want, fingerprint_graph(g, xs, ops=ops), gen.cfg.seed + 1)
+    if verdict is None or verdict[0] is None:
         return None
     cost = static_cost(g)
     return g.to_json(), {"kernels": cost.kernels, "bytes": cost.bytes, "hash": g.content_hash()}

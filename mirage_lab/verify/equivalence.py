@@ -98,6 +98,28 @@ def match_outputs(fps_a: Sequence[np.ndarray], fps_b: Sequence[np.ndarray]) -> t
     return tuple(perm)
 
 
+def decide(g1: KernelGraph, g2: KernelGraph, f1: Sequence[np.ndarray], f2: Sequence[np.ndarray], seed: int,
+           float_check: str = "auto") -> tuple[tuple[int, ...] | None, str | None, str] | None:
+    """The verdict on two graphs' fingerprints (``f1``, ``f2``, on the same inputs), with the float64
+    second check where the field cannot be trusted alone: ``(permutation, second_check, reason)``, a
+    ``None`` permutation for "not equivalent"; ``None`` when the fingerprints differ and nothing overrides
+    them (the caller explains). The one rule for :func:`equivalent` and the search's confirmation.
+    """
+    perm = match_outputs(f1, f2)
+    if perm is not None:
+        if float_check == "always" or (float_check == "auto" and (loose_ops(g1) or loose_ops(g2))):
+            fc = float_equivalent(g1, g2, seed, permutations=_field_permutations(f1, f2))
+            if fc.equal is False:
+                return None, "rejected", f"fingerprints match, but the float64 second check rejects: {fc.reason}"
+            return fc.permutation or perm, "confirmed" if fc.equal else "inconclusive", ""
+        return perm, None, ""
+    if float_check != "never" and (inexact_scalars(g1) or inexact_scalars(g2)):
+        fc = float_equivalent(g1, g2, seed)
+        if fc.equal:
+            return fc.permutation, "decided", ""
+    return None
+
+
 def _field_permutations(fps_a: Sequence[np.ndarray], fps_b: Sequence[np.ndarray]) -> list[tuple[int, ...]]:
     """Every output permutation under which the fingerprints match (for the float64 check)."""
     n = len(fps_a)
@@ -166,22 +188,12 @@ def equivalent(g1: KernelGraph, g2: KernelGraph, tests: int = 2, seed: int | Non
     xs = random_inputs(g1, tests, seed)
     f1 = fingerprint_graph(g1, xs, ops=ops)
     f2 = fingerprint_graph(g2, xs, ops=ops)
-    perm = match_outputs(f1, f2)
-    if perm is not None:
-        if float_check == "always" or (float_check == "auto" and (loose_ops(g1) or loose_ops(g2))):
-            fc = float_equivalent(g1, g2, seed, permutations=_field_permutations(f1, f2))
-            if fc.equal is False:
-                return EquivalenceResult(False, reason=f"fingerprints match, but the float64 second check "
-                                         f"rejects: {fc.reason}", second_check="rejected", **base)
-            perm = fc.permutation or perm
-            return EquivalenceResult(True, permutation=perm, matched=list(enumerate(perm)),
-                                     second_check="confirmed" if fc.equal else "inconclusive", **base)
-        return EquivalenceResult(True, permutation=perm, matched=list(enumerate(perm)), **base)
-    if float_check != "never" and (inexact_scalars(g1) or inexact_scalars(g2)):
-        fc = float_equivalent(g1, g2, seed)
-        if fc.equal:
-            return EquivalenceResult(True, permutation=fc.permutation, matched=list(enumerate(fc.permutation)),
-                                     second_check="decided", **base)
+    decided = decide(g1, g2, f1, f2, seed, float_check)
+    if decided is not None:
+        perm, second, reason = decided
+        if perm is None:
+            return EquivalenceResult(False, reason=reason, second_check=second, **base)
+        return EquivalenceResult(True, permutation=perm, matched=list(enumerate(perm)), second_check=second, **base)
     # Explain: the output pairs that do match, and the first differing element of a same-shape pair.
     matched = []
     used: set[int] = set()

@@ -124,3 +124,27 @@ def test_second_check_in_a_forked_worker_after_the_parent_used_torch_threads():
             assert pool.map_async(_confirm_in_child, range(2)).get(timeout=60) == [True, True]
     finally:
         torch.set_num_threads(n)
+
+
+def test_decide_is_the_rule_of_equivalent_and_of_the_search_confirmation(monkeypatch):
+    """The search confirms a hit with ``verify.equivalence.decide``: the second check included, as ``equivalent``."""
+    from mirage_lab import examples as ex
+    from mirage_lab.verify import equivalence
+    from mirage_lab.verify.fingerprint import fingerprint_graph, random_inputs
+
+    plain = _prog(lambda g, y: g.exp(y))
+    scaled = _prog(lambda g, y: g.exp(_in_block(y, lambda bg, t: bg.mul_scalar(t, 1.113))))
+    xs = random_inputs(plain, 2, 1)
+    perm, second, reason = equivalence.decide(plain, scaled, fingerprint_graph(plain, xs), fingerprint_graph(scaled, xs), 1)
+    assert perm is None and second == "rejected" and "float64" in reason
+    calls = []
+
+    def refuse(g1, g2, f1, f2, seed, float_check="auto"):
+        calls.append(g2)
+        return None, "rejected", "refused by the test"
+
+    monkeypatch.setattr(equivalence, "decide", refuse)
+    from mirage_lab.search import run_search
+
+    res = run_search(ex.rms_norm_linear_program(4, 64, 64), workers=1)
+    assert calls and not res.candidates     # every hit went through decide, and none was accepted against it
