@@ -99,7 +99,7 @@ def match_outputs(fps_a: Sequence[np.ndarray], fps_b: Sequence[np.ndarray]) -> t
 
 
 def decide(g1: KernelGraph, g2: KernelGraph, f1: Sequence[np.ndarray], f2: Sequence[np.ndarray], seed: int,
-           float_check: str = "auto") -> tuple[tuple[int, ...] | None, str | None, str] | None:
+           float_check: str = "auto") -> tuple[tuple[int, ...] | None, str, str] | None:
     """The verdict on two graphs' fingerprints (``f1``, ``f2``, on the same inputs), with the float64
     second check where the field cannot be trusted alone: ``(permutation, second_check, reason)``, a
     ``None`` permutation for "not equivalent"; ``None`` when the fingerprints differ and nothing overrides
@@ -112,7 +112,7 @@ def decide(g1: KernelGraph, g2: KernelGraph, f1: Sequence[np.ndarray], f2: Seque
             if fc.equal is False:
                 return None, "rejected", f"fingerprints match, but the float64 second check rejects: {fc.reason}"
             return fc.permutation or perm, "confirmed" if fc.equal else "inconclusive", ""
-        return perm, None, ""
+        return perm, "", ""
     if float_check != "never" and (inexact_scalars(g1) or inexact_scalars(g2)):
         fc = float_equivalent(g1, g2, seed)
         if fc.equal:
