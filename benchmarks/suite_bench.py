@@ -66,14 +66,9 @@ def append_record(path: Path | None, rec: dict) -> None:
 
 
 # ----------------------------------------------------------------------------------- search only
-def search_only(p: suite.SuiteProgram, cap: float | None, settings: dict, log) -> dict:
-    """Search (no tuning) with the README's settings, stopped at ``cap`` seconds: seconds, first candidate, count."""
-    from mirage_lab.search import CandidateFound, Finished, NoCandidateError
-
-    program = p.build()
-    limit = min(x for x in (p.search_seconds, cap, math.inf) if x is not None)
-    marks: dict[str, Any] = {}
-    t0 = time.perf_counter()
+def search_marks(marks: dict[str, Any], t0: float, log) -> Callable[[Any], None]:
+    """An ``on_event`` that records the search's first candidate and end into ``marks`` (seconds since ``t0``)."""
+    from mirage_lab.search import CandidateFound, Finished
 
     def on_event(ev: Any) -> None:
         now = time.perf_counter() - t0
@@ -82,6 +77,21 @@ def search_only(p: suite.SuiteProgram, cap: float | None, settings: dict, log) -
             log(f"  first candidate at {now:.1f}s")
         elif isinstance(ev, Finished):
             marks.update(search_s=now, candidates=ev.stats.candidates, states=ev.stats.states, cancelled=ev.cancelled)
+            log(f"  search done at {now:.1f}s: {ev.stats.candidates} candidates{' (stopped)' if ev.cancelled else ''}")
+
+    return on_event
+
+
+def search_only(p: suite.SuiteProgram, cap: float | None, settings: dict, log) -> dict:
+    """Search (no tuning) with the README's settings, stopped at ``cap`` seconds: seconds, first candidate, count."""
+    from mirage_lab.search import NoCandidateError
+
+    program = p.build()
+    limit = min(x for x in (p.search_seconds, cap, math.inf) if x is not None)
+    marks: dict[str, Any] = {}
+    t0 = time.perf_counter()
+
+    on_event = search_marks(marks, t0, log)
 
     rec: dict[str, Any] = {"program": p.name, "mode": "search-only", "kind": p.kind, "dtype": p.dtype,
                            "config": p.config, "readme_search_s": p.search_seconds, "cap_s": cap}
@@ -143,22 +153,18 @@ def run_gpu(p: suite.SuiteProgram, tune_seconds: float, cap: float | None, setti
     import mirage_lab as mi
     from mirage_lab.pipeline import TuneFinished, measuring_inputs
     from mirage_lab.runtime import profile as prof
-    from mirage_lab.search import CandidateFound, Finished
 
     program = p.build()
     search_s = p.search_seconds if cap is None else min(x for x in (p.search_seconds, cap) if x is not None)
     marks: dict[str, Any] = {}
     t0 = time.perf_counter()
 
+    searched = search_marks(marks, t0, log)
+
     def on_event(ev: Any) -> None:
-        now = time.perf_counter() - t0
-        if isinstance(ev, CandidateFound) and "first_candidate_s" not in marks:
-            marks["first_candidate_s"] = now
-        elif isinstance(ev, Finished):
-            marks.update(search_s=now, candidates=ev.stats.candidates, cancelled=ev.cancelled)
-            log(f"  search done at {now:.1f}s: {ev.stats.candidates} candidates{' (stopped)' if ev.cancelled else ''}")
-        elif isinstance(ev, TuneFinished):
-            marks["tune_end_s"] = now
+        searched(ev)
+        if isinstance(ev, TuneFinished):
+            marks["tune_end_s"] = time.perf_counter() - t0
 
     # the user's path: build, superoptimize with the README's settings, call
     best = program.superoptimize(p.config, tune_seconds=tune_seconds, search_seconds=search_s, on_event=on_event,

@@ -39,6 +39,7 @@ from ..ir.kernel_graph import KernelGraph
 from ..runtime.latency import CANDIDATE, LatencyRow, baseline_rows
 from .contenders import PROGRAM_PHRASE
 from .cost_model import Estimate, estimate
+from .measured import Measured
 from .inputs import MeasuringInputs, measuring_inputs
 from .stopping import STOP_MARGIN
 from .variants import Variant, lowering_variants
@@ -51,7 +52,7 @@ PROGRAM_ERROR_FACTOR = 2.0
 
 # ----------------------------------------------------------------------------- records and events
 @dataclass
-class VariantResult:
+class VariantResult(Measured):
     """What happened to one variant: its estimate, compile time, check and timings (µs)."""
 
     variant: Variant
@@ -60,15 +61,6 @@ class VariantResult:
     rel_err: float | None = None
     error: str | None = None
     timings: dict[str, Any] = field(default_factory=dict)   # mode -> runtime.profile.Timing
-
-    @property
-    def median_us(self) -> float:
-        t = self.timings.get("cuda_graph")
-        return t.median_us if t is not None else float("inf")
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.rel_err is not None
 
     def latency_row(self, label: str | None = None, *, candidate: int | None = None,
                     device: str = "") -> LatencyRow | None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from ..ir.kernel_graph import KernelGraph
+from .measured import Measured
 from .inputs import MeasuringInputs
 
 PROGRAM_LOWERINGS = ("torch", "torch.compile")
@@ -68,7 +69,7 @@ def default_timer() -> Timer | None:
 
 
 @dataclass
-class ProgramResult:
+class ProgramResult(Measured):
     """One of the program's own lowerings in the race: its check and timings (µs)."""
 
     lowering: str                       # "torch" | "torch.compile" | "program" (a program with customized ops)
@@ -77,15 +78,6 @@ class ProgramResult:
     rel_err: float | None = None
     error: str | None = None
     timings: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def median_us(self) -> float:
-        t = self.timings.get("cuda_graph")
-        return t.median_us if t is not None else float("inf")
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.rel_err is not None
 
     def row(self) -> dict[str, Any]:
         """One flat record (JSON-ready) for tables."""

@@ -164,7 +164,7 @@ class FakeTimer:
 import sys
 at = sys.modules["mirage_lab.pipeline.autotune"]  # the module (the package exports the function under its name)
 real_check = at._check
-def quick_check(res, mi, cache_dir):  # the stopping rule is under test, not the simulator's launches
+def quick_check(res, mi, cache_dir, tol=None):  # the stopping rule is under test, not the simulator's launches
     res.rel_err = 1e-4
     return rk.compile(res.variant.graph, cache_dir=cache_dir, options=res.variant.options)
 at._check = quick_check
