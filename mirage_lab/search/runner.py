@@ -29,6 +29,7 @@ from .config import SearchConfig
 from .events import CandidateFound, Finished, Progress, SearchError, SearchStats
 from .executors import drain, make_executor
 from .inputs import SearchInputError, check_searchable
+from .worker import prime
 
 # Also imported from here by other modules (mirage_lab.search, the widgets).
 __all__ = ["search", "CancelToken", "CheckpointError", "SearchInputError", "check_searchable"]
@@ -64,6 +65,7 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
         yield SearchError(str(e), stats)
         return
     graph_json = graph.to_json()
+    prime(graph_json, cfg, gen)   # before the pool forks: workers reuse the fingerprints and tasks
     stats.subtrees_total = len(tasks)
     cp = Checkpoint.open(checkpoint, graph.content_hash(), cfg.fingerprint(), len(tasks)) if checkpoint else None
     found: dict[str, int] = {}

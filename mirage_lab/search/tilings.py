@@ -92,6 +92,11 @@ def imap_combos(cfg: SearchConfig, dims: list[tuple[int, ...]], grid: tuple[int,
             nm = normalize_map(m, grid)
             if nm not in opts:
                 opts.append(nm)
+        if not opts:
+            # No candidate map divides it: a broadcast operand (an RMSNorm weight [1, 1, d] under
+            # the attention preset, which has no all-replicate map) is then replicated to every
+            # block, as its shape implies. Without this, no customized op could read it.
+            opts.append((-1, -1, -1))
         per_input.append(opts)
     for combo in itertools.product(*per_input):
         # Every grid axis > 1 must split at least one input, or its blocks all do the same work.

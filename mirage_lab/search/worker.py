@@ -16,6 +16,16 @@ from .config import SearchConfig
 from .events import SearchStats
 
 _WORKER_CACHE: dict[tuple[str, str], Any] = {}
+# What the caller already computed for the search it runs: the target's fingerprint arrays and
+# the task list. Workers in the caller's process, and those forked from it, reuse them instead
+# of computing them again (seconds each at a layer's full size); others compute their own.
+_PRIMED: dict[tuple[str, str], tuple] = {}
+
+
+def prime(graph_json: str, cfg: SearchConfig, gen: Any) -> None:
+    """Offer the caller's generator's target fingerprints and tasks to the workers of this search."""
+    _PRIMED.clear()
+    _PRIMED[(graph_json, cfg.fingerprint())] = (gen.t.inputs_fp, gen.t.outputs_fp, gen.all_tasks())
 
 
 def _generator_for(graph_json: str, cfg: SearchConfig) -> Any:
@@ -26,7 +36,10 @@ def _generator_for(graph_json: str, cfg: SearchConfig) -> Any:
     gen = _WORKER_CACHE.get(key)
     if gen is None:
         graph = from_json(graph_json)
-        gen = Generator(Target(graph, cfg), cfg)
+        primed = _PRIMED.get((graph_json, cfg.fingerprint()))
+        gen = Generator(Target(graph, cfg, fingerprints=primed[:2] if primed else None), cfg)
+        if primed:
+            gen._tasks = primed[2]
         _WORKER_CACHE.clear()
         _WORKER_CACHE[key] = gen
     return gen
