@@ -130,7 +130,7 @@ class Generator(BlockSearch):
                 else:
                     (partial if frozenset(root.inputs) in input_sets else partial_other)[tier].append(task)
         for op in self._kernel_op_choices(nodes, None):
-            node = self._kernel_node(nodes, op)
+            node = self._kernel_node(nodes, op, fingerprint=False)
             if node is None:
                 continue
             kernel.append(Task(0, "kernel", op, None))
@@ -382,8 +382,11 @@ class Generator(BlockSearch):
         else:
             yield (typ, ins, ())
 
-    def _kernel_node(self, nodes: list[Node], op: tuple) -> Node | None:
-        """The tensor a kernel op would add, or None if shapes or the oracle refuse it."""
+    def _kernel_node(self, nodes: list[Node], op: tuple, fingerprint: bool = True) -> Node | None:
+        """The tensor a kernel op would add, or None if shapes or the oracle refuse it.
+
+        ``fingerprint=False``: without its fingerprint (listing tasks needs only the shape and the
+        expression; at a layer's full size a product such as LoRA's A·B takes seconds)."""
         typ, ins, attrs = op
         a = nodes[ins[0]]
         b = nodes[ins[1]] if len(ins) > 1 else None
@@ -397,7 +400,8 @@ class Generator(BlockSearch):
         expr = for_kernel_op(typ, dict(attrs), [a.expr] + ([b.expr] if b else []), [a.dims] + ([b.dims] if b else []))
         if not self._expr_ok(expr):
             return None
-        return Node(dims, self._fp_op(typ, a.fp, b.fp if b else None, dict(attrs)), expr)
+        fp = self._fp_op(typ, a.fp, b.fp if b else None, dict(attrs)) if fingerprint else None
+        return Node(dims, fp, expr)
 
     def _try_kernel_op(self, nodes: list[Node], ops: list[tuple], op: tuple) -> None:
         node = self._kernel_node(nodes, op)

@@ -29,7 +29,7 @@ class Node:
     """A tensor of a partial μGraph: kernel-level (``dims`` = full shape) or a block tile."""
 
     dims: tuple[int, ...]
-    fp: np.ndarray
+    fp: Any                        # None only for a node listed without its fingerprint
     expr: Any
     after_accum: bool = False
     is_input: bool = False

@@ -9,9 +9,9 @@ make :class:`~.state.BlockRoot` choices.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Callable, Iterator, Sequence
 
-import numpy as np
 
 from ..ir.tiling import tile_dims
 from .config import SearchConfig, normalize_map
@@ -139,5 +139,5 @@ def loader_smem(dims: list, grid: tuple, imaps: tuple, fmaps: tuple, fr: int, it
     """Bytes of shared memory the loaders' tiles take."""
     total = 0
     for d, m, f in zip(dims, imaps, fmaps):
-        total += int(np.prod(tile_dims(d, grid, m, f, fr))) * itemsize
+        total += math.prod(tile_dims(d, grid, m, f, fr)) * itemsize
     return total
