@@ -8,6 +8,7 @@ residual had no state at all and LoRA none in 100k states).
 import time
 
 import mirage_lab as mi
+from mirage_lab import examples as ex
 from mirage_lab.search import CancelToken
 from mirage_lab.search.config import SearchConfig, chained_reductions
 from mirage_lab.search.events import CandidateFound, Finished, Progress
@@ -51,7 +52,7 @@ def first_candidate(program, config=None, limit_s=120):
 
 def test_limits_leave_two_ops_beyond_the_inputs():
     assert SearchConfig.from_args().resolved(residual_norm_linear()).max_kernel_ops == 6
-    assert SearchConfig.from_args().resolved(mi.examples.rms_norm_linear_program(4, 64, 64)).max_kernel_ops == 5
+    assert SearchConfig.from_args().resolved(ex.rms_norm_linear_program(4, 64, 64)).max_kernel_ops == 5
     assert SearchConfig.from_args(max_kernel_ops=4).resolved(residual_norm_linear()).max_kernel_ops == 4
 
 
@@ -61,7 +62,7 @@ def test_chained_norms_allow_one_customized_op_each():
     g.mark_output(l2_norm(g, g.mul(l2_norm(g, h), h)))
     assert chained_reductions(g) == 2
     assert SearchConfig.from_args().resolved(g).max_customized_ops == 2
-    assert SearchConfig.from_args().resolved(mi.examples.rms_norm_linear_program(4, 64, 64)).max_customized_ops == 1
+    assert SearchConfig.from_args().resolved(ex.rms_norm_linear_program(4, 64, 64)).max_customized_ops == 1
     assert SearchConfig.from_args("attention").resolved(g).max_customized_ops == 2
 
 
