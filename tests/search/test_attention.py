@@ -7,7 +7,7 @@ import torch
 import mirage_lab as mi
 from mirage_lab import examples as ex
 from mirage_lab.search import CancelToken, CandidateFound, Finished, Progress, search
-from mirage_lab.search.axes import combinable_axes, input_axis_classes, is_coherent, root_tier, summed_axes
+from mirage_lab.search.axes import combinable_axes, input_axis_classes, root_tier, summed_axes
 from mirage_lab.search.build import build_graph
 from mirage_lab.search.config import SearchConfig, normalize_map
 from mirage_lab.search.generator import BlockRoot, Generator, Target, Task

@@ -11,7 +11,7 @@ import mirage_lab as mi
 from mirage_lab import examples as ex
 from mirage_lab.search import CancelToken
 from mirage_lab.search.config import SearchConfig, chained_reductions
-from mirage_lab.search.events import CandidateFound, Finished, Progress
+from mirage_lab.search.events import CandidateFound, Finished
 from mirage_lab.search.runner import search
 
 
@@ -36,11 +36,9 @@ def l2_norm(g, x):
 
 
 def first_candidate(program, config=None, limit_s=120):
-    token, t0, found, final, states = CancelToken(), time.monotonic(), None, None, 0
+    token, t0, found, final = CancelToken(), time.monotonic(), None, None
     for ev in search(program, config, workers=1, cancel=token):
-        if isinstance(ev, Progress):
-            states = ev.stats.states
-        elif isinstance(ev, CandidateFound) and found is None:
+        if isinstance(ev, CandidateFound) and found is None:
             found = ev.graph
             token.cancel()
         elif isinstance(ev, Finished):
