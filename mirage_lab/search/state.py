@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import numpy as np
 
 from ..ops import binary_ops, names, unary_ops
 from .arrays import digest_any
