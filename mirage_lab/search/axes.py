@@ -83,6 +83,18 @@ def _class_ids(graph: KernelGraph, uf: _UnionFind) -> dict:
     return ids
 
 
+def tensor_axis_classes(graph: KernelGraph) -> dict[int, tuple[int, ...]]:
+    """For each tensor of ``graph`` (by guid), the logical-axis id of each of its dims
+    (the ids of :func:`input_axis_classes`; an axis no input has gets a negative id)."""
+    uf = _axis_union(graph)
+    ids = _class_ids(graph, uf)
+    out = {}
+    for op in graph.ops:
+        for t in list(op.inputs) + list(op.outputs):
+            out[t.guid] = tuple(ids.get(uf.find((t.guid, k)), -1 - k) for k in range(len(t.dims)))
+    return out
+
+
 def input_axis_classes(graph: KernelGraph) -> list[tuple[int, ...]]:
     """For each input of ``graph``, the logical-axis id of each of its dims."""
     uf = _axis_union(graph)
@@ -165,6 +177,21 @@ def is_consistent(classes: Sequence[Sequence[int]], grid: Sequence[int], imaps: 
             if split.setdefault(c, s) != s or looped.setdefault(c, lp) != lp:
                 return False
     return True
+
+
+def program_input_sets(graph: KernelGraph) -> frozenset[frozenset[int]]:
+    """For each tensor an op of the program computes, the set of input indices it depends on."""
+    index = {t.guid: i for i, t in enumerate(graph.inputs)}
+    deps: dict[int, frozenset[int]] = {t.guid: frozenset({i}) for t, i in zip(graph.inputs, range(len(index)))}
+    computed = set()
+    for op in graph.ops:
+        if op.op_type == "input":
+            continue
+        d = frozenset().union(*(deps.get(t.guid, frozenset()) for t in op.inputs))
+        for t in op.outputs:
+            deps.setdefault(t.guid, d)
+            computed.add(d)
+    return frozenset(computed)
 
 
 def summed_axes(graph: KernelGraph) -> frozenset[int]:

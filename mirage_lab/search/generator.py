@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterator
 
 from ..expr import abstract_graph, for_kernel_op
 from .arrays import digest_any, get_arrays
-from .axes import INCOHERENT, combinable_axes, input_axis_classes, op_axis_classes, root_tier, summed_axes
+from .axes import (INCOHERENT, combinable_axes, input_axis_classes, op_axis_classes, program_input_sets, root_tier,
+                   summed_axes, tensor_axis_classes)
 from .block_search import BlockSearch
 from .config import SearchConfig
 from .events import SearchStats
@@ -56,6 +57,7 @@ class Generator(BlockSearch):
         self.stats = SearchStats()
         self._last_poll = time.monotonic()
         self._expr_memo: dict[Any, bool] = {}
+        self._ax: tuple | None = None
         self._restrict: tuple | None = None
         self.cont_memo: dict[tuple, list] = {}
         self.hits: list[Hit] = []
@@ -83,14 +85,17 @@ class Generator(BlockSearch):
         the deep kernel-level subtrees spread over workers too (``child=None``: the state
         after the first op itself). The order (it never changes the set searched):
 
-        1. coherent customized ops that read, directly or through the kernel op before them,
-           every input the outputs need (fused μGraphs live there: RMSNorm + Linear,
-           FlashDecoding, and ``add`` then a fused norm + linear when a program has more
-           inputs than one customized op may read), first ones before later ones, by tier;
-           after a kernel op, those after one of the program's own ops first;
-        2. the other coherent first customized ops, by tier;
-        3. the kernel-op subtrees left, in the generator's order;
-        4. incoherent first customized ops.
+        1. coherent customized ops that read every input the outputs need: first ones, then
+           those after one of the program's own kernel ops (residual's ``add``, then a fused
+           norm + linear: a program with more inputs than one customized op may read);
+        2. coherent first customized ops that read exactly the inputs some tensor of the
+           program depends on (QK-norm's Q and its weight: they can compute that tensor);
+        3. coherent customized ops after another kernel op that read every needed input, then
+           the other coherent first customized ops;
+        4. the kernel-op subtrees left, in the generator's order;
+        5. incoherent first customized ops.
+        Within each group by tier (fused tilings live in the first: FlashDecoding, RMSNorm +
+        Linear, the gated MLP, LoRA).
         """
         nodes = self.root_nodes()
         n_in = len(nodes)
@@ -106,7 +111,11 @@ class Generator(BlockSearch):
         # after a kernel op, by tier: [the program's own op (its tensor is one of the program's), others]
         later_full: list[list[Task]] = [[] for _ in coherent for _own in (0, 1)]
         program_exprs = set(abstract_graph(self.t.graph).values())
+        # first customized ops reading fewer inputs: those reading exactly the inputs some tensor of
+        # the program depends on (QK-norm's Q and its weight) first: they can compute that tensor
         partial: list[list[Task]] = [[] for _ in coherent]
+        partial_other: list[list[Task]] = [[] for _ in coherent]
+        input_sets = program_input_sets(self.t.graph)
         kernel: list[Task] = []
         incoherent: list[Task] = []
         if custom and n_in < self.cfg.max_kernel_ops:
@@ -116,10 +125,12 @@ class Generator(BlockSearch):
                 task = Task(0, "block", root)
                 if tier == INCOHERENT:
                     incoherent.append(task)
+                elif needed <= set(root.inputs):
+                    first_full[tier].append(task)
                 else:
-                    (first_full if needed <= set(root.inputs) else partial)[tier].append(task)
+                    (partial if frozenset(root.inputs) in input_sets else partial_other)[tier].append(task)
         for op in self._kernel_op_choices(nodes, None):
-            node = self._kernel_node(nodes, op)
+            node = self._kernel_node(nodes, op, fingerprint=False)
             if node is None:
                 continue
             kernel.append(Task(0, "kernel", op, None))
@@ -136,7 +147,9 @@ class Generator(BlockSearch):
                     tier = root_tier([after_cls[i] for i in root.inputs], root.grid, root.imaps, root.fmaps,
                                      combinable, unsplittable, summed) if needed <= read else INCOHERENT
                     (kernel if tier == INCOHERENT else later_full[2 * tier + own]).append(task)
-        out = [t for tiers in (first_full, later_full, partial) for tier in tiers for t in tier] + kernel + incoherent
+        later_own, later_other = later_full[0::2], later_full[1::2]
+        out = [t for tiers in (first_full, later_own, partial, later_other, partial_other) for tier in tiers for t in tier]
+        out += kernel + incoherent
         for i, task in enumerate(out):
             task.index = i
         return out
@@ -247,8 +260,46 @@ class Generator(BlockSearch):
             self._try_kernel_op(nodes, ops, op)
         n_custom = sum(1 for op in ops if op[0] == "customized")
         if n_custom < self.cfg.max_customized_ops:
-            for root in self._block_roots(nodes, ops):
+            for root in self._tiered_roots(nodes, ops):
                 self._start_block(nodes, ops, root)
+
+    def _tiered_roots(self, nodes: list[Node], ops: list[tuple]) -> list[BlockRoot]:
+        """The customized-op roots of a kernel state, by :func:`.axes.root_tier` (stable).
+
+        The tensors' logical axes are those of the program tensor with the same expression;
+        a root reading a tensor the program lacks keeps its place after the tiered ones. (A
+        second customized op, attention's after QK-norm's, then starts with FlashAttention's
+        tilings, not with the raw order's first grid.)
+        """
+        roots = list(self._block_roots(nodes, ops))
+        if len(roots) < 2:
+            return roots
+        if self._ax is None:
+            self._ax = self._axis_info()
+        by_expr, combinable, unsplittable, summed = self._ax
+        customs_left = self.cfg.max_customized_ops - sum(1 for op in ops if op[0] == "customized")
+        cls = [by_expr.get((n.expr, n.dims)) for n in nodes]
+
+        def tier(r: BlockRoot) -> int:
+            rc = [cls[i] for i in r.inputs]
+            if any(c is None for c in rc):
+                return INCOHERENT + 1
+            return root_tier(rc, r.grid, r.imaps, r.fmaps, combinable if customs_left > 1 else frozenset(),
+                             unsplittable if customs_left == 1 else frozenset(), summed)
+
+        return sorted(roots, key=tier)
+
+    def _axis_info(self) -> tuple:
+        graph = self.t.graph
+        exprs = abstract_graph(graph)
+        by_guid = tensor_axis_classes(graph)
+        by_expr = {}
+        for t in graph.tensors:
+            if t.guid in by_guid and t.guid in exprs:
+                by_expr.setdefault((exprs[t.guid], tuple(t.dims)), by_guid[t.guid])
+        combinable = combinable_axes(graph) if self.cfg.max_customized_ops > 1 else frozenset()
+        summed = summed_axes(graph)
+        return by_expr, combinable, summed, summed
 
     def _verify_state(self, nodes: list[Node], ops: list[tuple], record: bool = True) -> bool:
         """Compare the state's unused tensors with the target's outputs; record a match."""
@@ -331,8 +382,11 @@ class Generator(BlockSearch):
         else:
             yield (typ, ins, ())
 
-    def _kernel_node(self, nodes: list[Node], op: tuple) -> Node | None:
-        """The tensor a kernel op would add, or None if shapes or the oracle refuse it."""
+    def _kernel_node(self, nodes: list[Node], op: tuple, fingerprint: bool = True) -> Node | None:
+        """The tensor a kernel op would add, or None if shapes or the oracle refuse it.
+
+        ``fingerprint=False``: without its fingerprint (listing tasks needs only the shape and the
+        expression; at a layer's full size a product such as LoRA's A·B takes seconds)."""
         typ, ins, attrs = op
         a = nodes[ins[0]]
         b = nodes[ins[1]] if len(ins) > 1 else None
@@ -346,7 +400,8 @@ class Generator(BlockSearch):
         expr = for_kernel_op(typ, dict(attrs), [a.expr] + ([b.expr] if b else []), [a.dims] + ([b.dims] if b else []))
         if not self._expr_ok(expr):
             return None
-        return Node(dims, self._fp_op(typ, a.fp, b.fp if b else None, dict(attrs)), expr)
+        fp = self._fp_op(typ, a.fp, b.fp if b else None, dict(attrs)) if fingerprint else None
+        return Node(dims, fp, expr)
 
     def _try_kernel_op(self, nodes: list[Node], ops: list[tuple], op: tuple) -> None:
         node = self._kernel_node(nodes, op)

@@ -32,7 +32,7 @@ from .executors import check_workers, drain, make_executor
 from .inputs import SearchInputError, check_searchable
 from .settings_check import validate_search_settings
 from .lifetime import remove_orphaned_temp
-from .worker import share_generator
+from .worker import prime, share_generator
 
 # Also imported from here by other modules (mirage_lab.search, the widgets).
 __all__ = ["search", "CancelToken", "CheckpointError", "SearchInputError", "check_searchable"]
@@ -86,6 +86,7 @@ def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor
         return
     graph_json = graph.to_json()
     share_generator(graph_json, cfg, gen)   # workers in this process, or forked from it, start from it
+    prime(graph_json, cfg, gen)   # before the pool forks: workers reuse the fingerprints and tasks
     stats.subtrees_total = len(tasks)
     cp = Checkpoint.open(checkpoint, graph.content_hash(), cfg.fingerprint(), len(tasks)) if checkpoint else None
     found: dict[str, int] = {}

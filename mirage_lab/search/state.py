@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import numpy as np
 
 from ..ops import binary_ops, names, unary_ops
 from .arrays import digest_any
@@ -29,7 +28,7 @@ class Node:
     """A tensor of a partial μGraph: kernel-level (``dims`` = full shape) or a block tile."""
 
     dims: tuple[int, ...]
-    fp: np.ndarray
+    fp: Any                        # None only for a node listed without its fingerprint
     expr: Any
     after_accum: bool = False
     is_input: bool = False

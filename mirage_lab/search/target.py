@@ -10,7 +10,10 @@ from .config import SearchConfig
 class Target:
     """What the search must reproduce: input shapes, output fingerprints and expressions."""
 
-    def __init__(self, graph: KernelGraph, cfg: SearchConfig, oracle: Any | None = None):
+    def __init__(self, graph: KernelGraph, cfg: SearchConfig, oracle: Any | None = None,
+                 fingerprints: tuple[Any, Any] | None = None):
+        """``fingerprints``: the (inputs, outputs) fingerprint arrays of an equal Target, reused
+        as they are (at a layer's full size, computing them takes seconds)."""
         from ..expr import SubexprOracle, abstract_graph
         from ..verify.fingerprint import fingerprint_graph, random_inputs
 
@@ -18,8 +21,11 @@ class Target:
         self.cfg = cfg
         self.input_dims = [t.dims for t in graph.inputs]
         self.dtype = graph.inputs[0].dtype
-        self.inputs_fp = random_inputs(graph, tests=cfg.search_tests, seed=cfg.seed)
-        self.outputs_fp = fingerprint_graph(graph, self.inputs_fp)
+        if fingerprints is None:
+            self.inputs_fp = random_inputs(graph, tests=cfg.search_tests, seed=cfg.seed)
+            self.outputs_fp = fingerprint_graph(graph, self.inputs_fp)
+        else:
+            self.inputs_fp, self.outputs_fp = fingerprints
         self.output_dims = [t.dims for t in graph.outputs]
         exprs = abstract_graph(graph)
         self.input_exprs = [exprs[t.guid] for t in graph.inputs]

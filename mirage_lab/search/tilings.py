@@ -9,9 +9,9 @@ make :class:`~.state.BlockRoot` choices.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Callable, Iterator, Sequence
 
-import numpy as np
 
 from ..ir.tiling import tile_dims
 from .config import SearchConfig, normalize_map
@@ -92,6 +92,11 @@ def imap_combos(cfg: SearchConfig, dims: list[tuple[int, ...]], grid: tuple[int,
             nm = normalize_map(m, grid)
             if nm not in opts:
                 opts.append(nm)
+        if not opts:
+            # No candidate map divides it: a broadcast operand (an RMSNorm weight [1, 1, d] under
+            # the attention preset, which has no all-replicate map) is then replicated to every
+            # block, as its shape implies. Without this, no customized op could read it.
+            opts.append((-1, -1, -1))
         per_input.append(opts)
     for combo in itertools.product(*per_input):
         # Every grid axis > 1 must split at least one input, or its blocks all do the same work.
@@ -134,5 +139,5 @@ def loader_smem(dims: list, grid: tuple, imaps: tuple, fmaps: tuple, fr: int, it
     """Bytes of shared memory the loaders' tiles take."""
     total = 0
     for d, m, f in zip(dims, imaps, fmaps):
-        total += int(np.prod(tile_dims(d, grid, m, f, fr))) * itemsize
+        total += math.prod(tile_dims(d, grid, m, f, fr)) * itemsize
     return total

@@ -30,6 +30,19 @@ def share_generator(graph_json: str, cfg: SearchConfig, gen: Any) -> None:
     _SHARED[(graph_json, cfg.fingerprint())] = gen
 
 
+# Where the generator itself cannot be shared (a worker with the CUDA backend): what the caller
+# already computed for the search it runs, the target's fingerprint arrays (host arrays) and the
+# task list. Workers in the caller's process, and those forked from it, reuse them instead of
+# computing them again (seconds each at a layer's full size); spawned workers compute their own.
+_PRIMED: dict[tuple[str, str], tuple] = {}
+
+
+def prime(graph_json: str, cfg: SearchConfig, gen: Any) -> None:
+    """Offer the caller's generator's target fingerprints and tasks to the workers of this search."""
+    _PRIMED.clear()
+    _PRIMED[(graph_json, cfg.fingerprint())] = (gen.t.inputs_fp, gen.t.outputs_fp, gen.all_tasks())
+
+
 def _generator_for(graph_json: str, cfg: SearchConfig) -> Any:
     """One Generator (target fingerprints, z3 oracle and its cache) per worker process."""
     from ..verify.backends import resolve_backend
@@ -43,7 +56,11 @@ def _generator_for(graph_json: str, cfg: SearchConfig) -> Any:
         if shared is not None and shared.arrays.name == "numpy" and resolve_backend(cfg.fingerprint_backend) == "numpy":
             gen = shared
         else:
-            gen = Generator(Target(from_json(graph_json), cfg), cfg)
+            graph = from_json(graph_json)
+            primed = _PRIMED.get((graph_json, cfg.fingerprint()))
+            gen = Generator(Target(graph, cfg, fingerprints=primed[:2] if primed else None), cfg)
+            if primed:
+                gen._tasks = primed[2]
         _WORKER_CACHE.clear()
         _WORKER_CACHE[key] = gen
     return gen

@@ -8,9 +8,10 @@ residual had no state at all and LoRA none in 100k states).
 import time
 
 import mirage_lab as mi
+from mirage_lab import examples as ex
 from mirage_lab.search import CancelToken
 from mirage_lab.search.config import SearchConfig, chained_reductions
-from mirage_lab.search.events import CandidateFound, Finished, Progress
+from mirage_lab.search.events import CandidateFound, Finished
 from mirage_lab.search.runner import search
 
 
@@ -35,11 +36,9 @@ def l2_norm(g, x):
 
 
 def first_candidate(program, config=None, limit_s=120):
-    token, t0, found, final, states = CancelToken(), time.monotonic(), None, None, 0
+    token, t0, found, final = CancelToken(), time.monotonic(), None, None
     for ev in search(program, config, workers=1, cancel=token):
-        if isinstance(ev, Progress):
-            states = ev.stats.states
-        elif isinstance(ev, CandidateFound) and found is None:
+        if isinstance(ev, CandidateFound) and found is None:
             found = ev.graph
             token.cancel()
         elif isinstance(ev, Finished):
@@ -51,7 +50,7 @@ def first_candidate(program, config=None, limit_s=120):
 
 def test_limits_leave_two_ops_beyond_the_inputs():
     assert SearchConfig.from_args().resolved(residual_norm_linear()).max_kernel_ops == 6
-    assert SearchConfig.from_args().resolved(mi.examples.rms_norm_linear_program(4, 64, 64)).max_kernel_ops == 5
+    assert SearchConfig.from_args().resolved(ex.rms_norm_linear_program(4, 64, 64)).max_kernel_ops == 5
     assert SearchConfig.from_args(max_kernel_ops=4).resolved(residual_norm_linear()).max_kernel_ops == 4
 
 
@@ -61,7 +60,7 @@ def test_chained_norms_allow_one_customized_op_each():
     g.mark_output(l2_norm(g, g.mul(l2_norm(g, h), h)))
     assert chained_reductions(g) == 2
     assert SearchConfig.from_args().resolved(g).max_customized_ops == 2
-    assert SearchConfig.from_args().resolved(mi.examples.rms_norm_linear_program(4, 64, 64)).max_customized_ops == 1
+    assert SearchConfig.from_args().resolved(ex.rms_norm_linear_program(4, 64, 64)).max_customized_ops == 1
     assert SearchConfig.from_args("attention").resolved(g).max_customized_ops == 2
 
 
