@@ -55,7 +55,7 @@ def test_demo_report_is_self_contained_html(demo):
     # inline drawings: the program's kernel level + the candidate's kernel, block and thread levels
     assert text.count("<svg") == 4
     words = html.unescape(text)
-    for label in ("imap {x->φ}", "fmap 1", "omap {x->1}", "forloop_range 32", "accum: rms", "thread chain",
+    for label in ("imap {}", "fmap 1", "omap {x→1}", "forloop_range 32", "accum: rms", "thread chain",
                   "matmul → accum: none (acc += x)"):
         assert label in words, label
     ids = re.findall(r'\bid="([^"]+)"', text)

@@ -171,6 +171,8 @@ def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor
         remove_orphaned_temp()   # folders of searches that were killed before they could clean up
         channel = ex.make_channel()
         flag = CancelFlag()
+        if cancel.is_set():  # cancelled before it started: no worker begins a subtree (a warm worker finds
+            flag.set()       # a candidate within its first states, before its next look at the flag)
         pending = list(ex.submit_all([(graph_json, cfg, ch, channel, flag.path) for ch in chunks]))
         while pending:
             if cancel.is_set() and not cancelled:
