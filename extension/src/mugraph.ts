@@ -235,10 +235,10 @@ function parseBlockGraph(v: unknown, path: string): BlockGraphJSON {
 }
 
 /**
- * Checks `data` (the MIME bundle's value: an object, or a JSON string from other
- * front ends) and returns it typed. Throws MuGraphError naming the bad field.
+ * The checks every mirage_lab bundle shares: JSON (an object, or a string from other front
+ * ends), its `format` and a `version` this viewer reads. Throws MuGraphError naming the field.
  */
-export function parseMuGraph(data: unknown): MuGraphJSON {
+function envelope(data: unknown, what: string, format: string): Record<string, unknown> {
   let d = data;
   if (typeof d === 'string') {
     try {
@@ -248,15 +248,25 @@ export function parseMuGraph(data: unknown): MuGraphJSON {
     }
   }
   if (!isObject(d)) {
-    fail('μGraph', `expected a JSON object, got ${describe(d)}`);
+    fail(what, `expected a JSON object, got ${describe(d)}`);
   }
-  if (d.format !== FORMAT) {
-    fail('format', `expected "${FORMAT}", got ${describe(d.format)}`);
+  if (d.format !== format) {
+    fail('format', `expected "${format}", got ${describe(d.format)}`);
   }
   const version = int(d.version, 'version');
   if (version > MAX_VERSION) {
     fail('version', `this viewer reads versions up to ${MAX_VERSION}, the data is version ${version}; update mirage-lab`);
   }
+  return d;
+}
+
+/**
+ * Checks `data` (the MIME bundle's value: an object, or a JSON string from other
+ * front ends) and returns it typed. Throws MuGraphError naming the bad field.
+ */
+export function parseMuGraph(data: unknown): MuGraphJSON {
+  const d = envelope(data, 'μGraph', FORMAT);
+  const version = d.version as number; // an int, checked by envelope
   const kg = d.kernel_graph;
   if (!isObject(kg)) {
     fail('kernel_graph', `expected an object, got ${describe(kg)}`);
@@ -347,24 +357,8 @@ export interface CompareJSON {
 
 /** The compare bundle: two or more labelled μGraphs (each with its metrics and summary). */
 export function parseCompare(data: unknown): CompareJSON {
-  let d = data;
-  if (typeof d === 'string') {
-    try {
-      d = JSON.parse(d);
-    } catch (e) {
-      throw new MuGraphError(`not valid JSON (${(e as Error).message})`);
-    }
-  }
-  if (!isObject(d)) {
-    fail('comparison', `expected a JSON object, got ${describe(d)}`);
-  }
-  if (d.format !== COMPARE_FORMAT) {
-    fail('format', `expected "${COMPARE_FORMAT}", got ${describe(d.format)}`);
-  }
-  const version = int(d.version, 'version');
-  if (version > MAX_VERSION) {
-    fail('version', `this viewer reads versions up to ${MAX_VERSION}, the data is version ${version}; update mirage-lab`);
-  }
+  const d = envelope(data, 'comparison', COMPARE_FORMAT);
+  const version = d.version as number; // an int, checked by envelope
   if (!Array.isArray(d.candidates) || d.candidates.length < 2) {
     fail('candidates', `expected a list of at least two candidates, got ${describe(d.candidates)}`);
   }
