@@ -147,7 +147,7 @@ def time_contender(name: str, fn: Callable[..., Any], sets: list[list[Any]], log
 
 
 def run_gpu(p: suite.SuiteProgram, tune_seconds: float, cap: float | None, settings: dict, log,
-            max_autotune: bool = True) -> dict:
+            max_autotune: bool = True, dump: Path | None = None) -> dict:
     import torch
 
     import mirage_lab as mi
@@ -179,6 +179,8 @@ def run_gpu(p: suite.SuiteProgram, tune_seconds: float, cap: float | None, setti
         chosen = None
     log(f"  superoptimize {superopt_s:.1f}s; returned {'the program itself' if is_program else 'a μGraph'} "
         f"({winner or chosen}); tuned latency {getattr(best, 'latency_us', None)}")
+    if dump is not None:
+        dump_tuning(dump, p.name, best, log)
 
     m = measuring_inputs(program, seed=1)   # fresh inputs (another seed than the tuner's)
     xs = m.inputs
@@ -231,6 +233,20 @@ def run_gpu(p: suite.SuiteProgram, tune_seconds: float, cap: float | None, setti
         f"vs compile {fmt(res['vs_compile'], 2)}x, vs floor {fmt(res['vs_floor'], 2)}x")
     del sets, best
     return res
+
+
+def dump_tuning(folder: Path, name: str, best: Any, log) -> None:
+    """``folder/<name>.json``: the tuner's row per variant and per program lowering, and every candidate
+    μGraph (JSON, in the search's order), so the losers can be studied (and profiled) off the GPU."""
+    rep = getattr(best, "report", None)
+    sr = getattr(best, "search_result", None)
+    out = {"program": name, "stop_reason": getattr(rep, "stop_reason", None),
+           "variants": rep.rows() if rep is not None else [],
+           "programs": [r.row() for r in getattr(rep, "programs", [])],
+           "candidates": [json.loads(c.to_json()) for c in getattr(sr, "candidates", [])]}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(out))
+    log(f"  dumped {len(out['variants'])} variant rows and {len(out['candidates'])} candidates to {folder / name}.json")
 
 
 NOTHING_FOUND_CAP_S = 5.0   # a GPU run's search, after the search phase found nothing for the program
@@ -356,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-max-autotune", action="store_true",
                     help="leave torch.compile's max-autotune column empty (its tuning takes minutes per program)")
     ap.add_argument("--workers", type=int, default=None, help="search workers (default: the search's own)")
+    ap.add_argument("--dump", type=Path, default=None,
+                    help="GPU runs: write the tuner's row per variant and the candidates per program into this folder")
     ap.add_argument("--search-phase-only", action="store_true",
                     help="with --search-jobs: run the parallel search phase, then stop (the GPU runs come later, "
                          "reading the cache)")
@@ -403,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
                 cap = NOTHING_FOUND_CAP_S
                 log(f"  the search phase found no candidate: searching again for {cap:.0f} s only")
             rec = (search_only(p, a.search_cap, settings, log) if a.search_only
-                   else run_gpu(p, a.tune_seconds, cap, settings, log, not a.skip_max_autotune))
+                   else run_gpu(p, a.tune_seconds, cap, settings, log, not a.skip_max_autotune, a.dump))
             if p.name in searched:  # the search ran in the search phase: its numbers, and its seconds counted in
                 s_rec = searched[p.name]
                 rec["search_phase"] = {k: s_rec.get(k) for k in ("search_s", "first_candidate_s", "candidates",

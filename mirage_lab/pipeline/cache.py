@@ -121,11 +121,18 @@ def _driver_version() -> str | None:
         return None
 
 
-def _version() -> str:
+# sources that cannot change what the search finds: code generation, running and timing kernels, drawing,
+# widgets and the command line. A change there re-tunes (the tuning key has every source) but reuses searches.
+_NOT_SEARCH = ("codegen/", "runtime/", "viz/", "widgets/", "labextension/", "cli.py", "report.py", "lab.py")
+
+
+def _version(scope: str = "all") -> str:
     """mirage_lab's version and a digest of its sources: a checkout changed under the same version number
-    (a new search space, a verifier fix) must not be served the results of the old code."""
-    global _VERSION
-    if _VERSION is None:
+    (a new search space, a verifier fix) must not be served the results of the old code.
+
+    ``scope="search"`` digests only the sources the search's result depends on (not ``_NOT_SEARCH``).
+    """
+    if scope not in _VERSIONS:
         from importlib.metadata import PackageNotFoundError, version
 
         import mirage_lab
@@ -137,12 +144,15 @@ def _version() -> str:
         root = Path(mirage_lab.__file__).parent
         h = hashlib.sha256()
         for p in sorted(root.rglob("*.py")):
-            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
-        _VERSION = f"{v}+src.{h.hexdigest()[:12]}"
-    return _VERSION
+            rel = p.relative_to(root).as_posix()
+            if scope == "search" and rel.startswith(_NOT_SEARCH):
+                continue
+            h.update(rel.encode() + b"\0" + p.read_bytes() + b"\0")
+        _VERSIONS[scope] = f"{v}+src.{h.hexdigest()[:12]}"
+    return _VERSIONS[scope]
 
 
-_VERSION: str | None = None
+_VERSIONS: dict[str, str] = {}
 
 
 def search_key(graph: KernelGraph, config: str | None, settings: dict[str, Any],
@@ -162,7 +172,7 @@ def search_key(graph: KernelGraph, config: str | None, settings: dict[str, Any],
     return {"layer": "search", "program": graph.content_hash(),
             "inputs": [[list(t.dims), t.dtype.name] for t in graph.inputs],
             "settings": json.loads(json.dumps(fields, sort_keys=True, default=str)),
-            "search_seconds": search_seconds, "mirage_lab": _version()}
+            "search_seconds": search_seconds, "mirage_lab": _version("search")}
 
 
 def tuning_key(search: dict[str, Any], *, tune: bool, max_candidates: int, tune_seconds: float,

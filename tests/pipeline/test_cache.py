@@ -12,6 +12,7 @@ import sys
 import warnings
 
 import pytest
+from pathlib import Path
 
 import mirage_lab as mi
 from mirage_lab import examples as ex
@@ -72,7 +73,7 @@ def test_a_changed_key_part_misses(change, monkeypatch):
     elif change == "search setting":
         kw = {"franges": [4, 16]}
     else:
-        monkeypatch.setattr(mc, "_version", lambda: "99.0")
+        monkeypatch.setattr(mc, "_version", lambda scope="all": "99.0")
     _, events = run(g, **kw)
     assert searched(events) and not hits(events)
     assert len(entries("search")) == 2
@@ -92,6 +93,29 @@ def test_a_new_codegen_version_reuses_the_search_and_chooses_again(monkeypatch):
     best, events = run(ex.rms_norm_linear_program(4, 64, 64))
     assert not searched(events) and hits(events) == ["search"] and best.from_cache is None
     assert len(entries("search")) == 1 and len(entries("tuning")) == 2
+
+
+def test_the_search_key_digests_the_search_sources_only(tmp_path, monkeypatch):
+    """A change to code generation keeps the search (its key digests search sources only); the tuning key
+    digests every source."""
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    skey = mc.search_key(g, None, dict(SMALL_SEARCH), None)
+    tune = dict(tune=False, max_candidates=8, tune_seconds=60.0, baselines="eager", inputs=None)
+    tkey = mc.tuning_key(skey, **tune)
+    import shutil
+
+    import mirage_lab
+
+    root = Path(mirage_lab.__file__).parent
+    copy = tmp_path / "mirage_lab"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so", "static", "node_modules"))
+    monkeypatch.setattr(mirage_lab, "__file__", str(copy / "__init__.py"))
+    for rel, same_search in [("codegen/plan.py", True), ("search/generator.py", False)]:
+        monkeypatch.setattr(mc, "_VERSIONS", {})
+        f = copy / rel
+        f.write_text(f.read_text() + "\n# changed\n")
+        assert (mc.search_key(g, None, dict(SMALL_SEARCH), None) == skey) is same_search, rel
+        assert mc.tuning_key(mc.search_key(g, None, dict(SMALL_SEARCH), None), **tune) != tkey, rel
 
 
 def test_the_tuning_key_names_the_gpu_and_its_versions_and_the_search_key_does_not(monkeypatch):
