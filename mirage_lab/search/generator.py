@@ -148,7 +148,8 @@ class Generator(BlockSearch):
                                      combinable, unsplittable, summed) if needed <= read else INCOHERENT
                     (kernel if tier == INCOHERENT else later_full[2 * tier + own]).append(task)
         later_own, later_other = later_full[0::2], later_full[1::2]
-        out = [t for tiers in (first_full, later_own, partial, later_other, partial_other) for tier in tiers for t in tier]
+        out = [t for tiers in (first_full, later_own, partial, later_other, partial_other) for tier in tiers
+               for t in interleave_tilings(tier)]
         out += kernel + incoherent
         for i, task in enumerate(out):
             task.index = i
@@ -460,3 +461,31 @@ class Generator(BlockSearch):
         if b is None:
             return xp.unary(typ, a, attrs)
         return xp.binary(typ, a, b)
+
+
+def _tiling(task: Task) -> tuple | None:
+    root = task.op if task.kind == "block" else task.child
+    return (root.grid, root.frange) if isinstance(root, BlockRoot) else None
+
+
+def interleave_tilings(tasks: list[Task]) -> list[Task]:
+    """``tasks`` round robin over their customized op's (grid, loop range), each tiling's tasks in order.
+
+    A search stopped by ``search_seconds`` (the usual case at full shapes) has searched only a
+    prefix of its task list. Taken tiling by tiling, that prefix held the first grids only (the
+    most blocks, hence the narrowest tiles: 8 columns a block at LLaMA widths, each block reading
+    all of X), and the kernels found there were slower than torch. Round robin, the first tasks
+    span every grid and loop range the tier holds, so the tuner gets to time wide tiles and narrow
+    ones alike. The set of tasks is unchanged; only their order (so a complete search finds the
+    same candidates).
+    """
+    queues: dict[Any, list[Task]] = {}
+    for t in tasks:
+        queues.setdefault(_tiling(t), []).append(t)
+    if len(queues) < 2:
+        return list(tasks)
+    out: list[Task] = []
+    lists = list(queues.values())
+    for k in range(max(len(q) for q in lists)):
+        out.extend(q[k] for q in lists if k < len(q))
+    return out

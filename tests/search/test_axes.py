@@ -48,3 +48,22 @@ def test_flashdecoding_root_starts_among_the_first_tasks_at_full_shape():
     fd = [t.index for t in tasks if t.kind == "block" and t.op.grid == (2, 16, 4)
           and t.op.imaps == ((0, -1, 1), (0, 2, -1), (0, 1, -1)) and t.op.fmaps == (-1, 2, 1) and t.op.frange == 4]
     assert len(tasks) > 6000 and fd and fd[0] < 16, fd   # a 16-worker pool starts it at once
+
+
+def test_tasks_of_a_tier_take_turns_over_tilings_and_keep_each_tilings_order():
+    from mirage_lab.search.generator import _tiling, interleave_tilings
+
+    g = ex.rms_norm_linear_program(8, 1024, 2048)   # grids of 32 to 256 blocks
+    cfg = SearchConfig.from_args(None)
+    gen = Generator(Target(g, cfg), cfg)
+    tasks = gen.all_tasks()
+    blocks = [t for t in tasks if t.kind == "block"]
+    tilings = list(dict.fromkeys(_tiling(t) for t in blocks))
+    assert len({grid for grid, _ in tilings}) > 2
+    # the first tasks already span several grids (a search stopped early has seen wide tiles and narrow ones)
+    assert len({_tiling(t)[0] for t in blocks[:len(tilings)]}) > 2
+    # each tiling's own tasks keep their relative order; nothing is lost or repeated
+    mixed = interleave_tilings(blocks)
+    assert sorted(id(t) for t in mixed) == sorted(id(t) for t in blocks)
+    for tl in tilings:
+        assert [t for t in mixed if _tiling(t) == tl] == [t for t in blocks if _tiling(t) == tl]

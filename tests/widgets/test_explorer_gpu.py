@@ -8,9 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mirage_lab import examples as ex
-from mirage_lab.runtime import LatencyRow
-from mirage_lab.widgets import CandidateRecord, SearchExplorer
+pytest.importorskip("ipywidgets", reason="the explorer needs ipywidgets (the notebook extra)")
+pytest.importorskip("plotly", reason="the explorer's plot needs plotly (the notebook extra)")
+
+from mirage_lab import examples as ex  # noqa: E402
+from mirage_lab.runtime import LatencyRow  # noqa: E402
+from mirage_lab.widgets import CandidateRecord, SearchExplorer  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600),
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
