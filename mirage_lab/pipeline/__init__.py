@@ -23,6 +23,7 @@ from ..search.settings_check import validate_search_settings
 from .autotune import (ProgramDone, TuneFinished, TuneReport, TuneStarted, VariantDone, VariantResult, autotune,
                        plan_variants)
 from .cache import CacheHit, CacheWarning, Lookup
+from .compile_pool import CompilePool, start_early
 from .contenders import CudaGraphTimer, ProgramResult, Timer
 from .cost_model import Estimate, estimate
 from .inputs import MeasuringInputs, measuring_inputs
@@ -92,12 +93,18 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
     validate_search_settings(config, search_settings, graph)  # in the caller's cell, before anything runs
     bars = ProgressBars() if progress else None
     on_event = with_progress(on_event, bars)
+    early = None
     try:
         lookup = Lookup(graph, config, search_settings, search_seconds=search_seconds, enabled=cache,
                         say=print if progress else None, on_event=on_event)
         res = lookup.search()
         if res is None:
             run_on = _stop_after(search_seconds, search_settings, on_event) if search_seconds is not None else on_event
+            if tune is not False and cluster is None:
+                # compile processes warm up, and compile the candidates found, while the search runs
+                early = start_early(compile_workers, max_candidates)
+                if early is not None:
+                    run_on = early.on_candidates(run_on)
             res = run_search(graph, config, on_event=run_on, **search_settings)
             lookup.save_search(res)
         if tune is None:
@@ -115,17 +122,20 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
         if best is None:
             best, picks = _tune(graph, res, tune=tune, tune_seconds=tune_seconds, max_candidates=max_candidates,
                                 inputs=inputs, baselines=baselines, compile_workers=compile_workers, on_event=on_event,
-                                cluster=cluster)
+                                cluster=cluster, pool=early)
             lookup.save_tuned(best, picks)
         return best
     finally:
+        if early is not None:
+            early.close()
         if bars is not None:
             bars.close()
 
 
 def _tune(graph: KernelGraph, res: SearchResult, *, tune: bool, tune_seconds: float, max_candidates: int,
           inputs: Sequence[Any] | None, baselines: str | bool, compile_workers: int | None,
-          on_event: Callable[[Any], None] | None, cluster: Any = None) -> tuple[OptimizedGraph, list[int]]:
+          on_event: Callable[[Any], None] | None, cluster: Any = None,
+          pool: Any = None) -> tuple[OptimizedGraph, list[int]]:
     """The shortlist tuned (or, with ``tune=False``, the cost model's pick); the winner and the shortlist."""
     picks = shortlist(res.candidates, max_candidates) or list(range(min(max_candidates, len(res.candidates))))
     chosen = [res.candidates[i] for i in picks]
@@ -137,7 +147,7 @@ def _tune(graph: KernelGraph, res: SearchResult, *, tune: bool, tune_seconds: fl
                                          inputs=inputs, baselines=baselines, on_event=on_event)
         else:
             report = autotune(graph, chosen, tune_seconds=tune_seconds, workers=compile_workers, inputs=inputs,
-                              baselines=baselines, on_event=on_event)
+                              baselines=baselines, on_event=on_event, pool=pool)
         res.measurements = report.latency_rows(picks)  # numbered as the search found them
         return result_from_report(graph, res, report), picks
     v, _ = plan_variants(chosen)[0]
@@ -174,4 +184,4 @@ __all__ = ["superoptimize", "autotune", "OptimizedGraph", "TuneReport", "Variant
            "TuneFinished", "Variant", "lowering_variants", "with_block_dim", "estimate", "Estimate", "plan_variants",
            "measuring_inputs", "MeasuringInputs", "gpu_available", "shortlist", "SearchResult", "NoCandidateError",
            "select_fastest", "Selection", "Candidate", "with_options", "ProgramResult", "ProgramDone", "Timer", "CudaGraphTimer",
-           "result_from_report", "CacheHit", "CacheWarning", "ProgressBars"]
+           "result_from_report", "CacheHit", "CacheWarning", "ProgressBars", "CompilePool"]

@@ -469,7 +469,7 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
              max_variants: int | None = None, cache_dir: str | os.PathLike | None = None,
              on_event: Callable[[Any], None] | None = None, timer: Any = None,
              program_lowerings: Sequence[str] = ("torch", "torch.compile"),
-             stop_margin: float | None = STOP_MARGIN) -> TuneReport:
+             stop_margin: float | None = STOP_MARGIN, pool: Any = None) -> TuneReport:
     """Race the lowering variants of ``candidates`` against the program's own lowerings; stop when answered.
 
     The variants compile in a pool while the program's lowerings (``program_lowerings``: its
@@ -479,6 +479,8 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
     on a GPU, none under the CUDA simulator). Tuning stops once no variant left is a possible
     winner (:mod:`.stopping`; ``stop_margin=None`` measures all), or at ``tune_seconds``
     (a ceiling; torch.compile's own compile time is not counted). The finalists are timed again.
+    ``pool``: a :class:`~.compile_pool.CompilePool` already running (``superoptimize`` starts one
+    with its search); its processes compile the variants, and it stays open for its owner to close.
 
     ``baselines``: torch eager is always timed (the speedup's reference); ``"all"`` adds eager
     launches of torch.compile and Python call times; ``False`` leaves every baseline row out.
@@ -506,15 +508,17 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
     planned = plan_variants(candidates, max_variants=max_variants)
     results = [VariantResult(v, e) for v, e in planned]
     cdir = None if cache_dir is None else str(cache_dir)
-    n_workers = 1 if sim else max(1, min(len(results), workers or os.cpu_count() or 1))
+    n_workers = 1 if sim else (pool.workers if pool is not None else max(1, min(len(results), workers or os.cpu_count() or 1)))
     emit(TuneStarted(len(results), len(candidates), tune_seconds, n_workers, mi.policy))
     tn = _Tuning(program, results, mi, timer, cdir, repeats, stop_margin, emit, t0)
     reason = "every planned variant was measured" if results else "no μGraph candidate to tune"
-    pool = None
+    owned = pool is None
+    pool = None if sim else getattr(pool, "pool", None)
     q: "queue.Queue[tuple[int, float, str | None]]" = queue.Queue()
     try:
         if not sim and results:  # compiles start before the program's lowerings are built and timed
-            pool = mp.get_context("spawn").Pool(n_workers)
+            if pool is None:
+                pool = mp.get_context("spawn").Pool(n_workers)
             for i, r in enumerate(results):
                 pool.apply_async(compile_and_launch, ((i, r.variant.graph.to_json(), cdir, r.variant.options.astuple()),),
                                  callback=q.put,
@@ -542,7 +546,7 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
                 reason = "not timed (CUDA simulator): the first correct variant in cost-model order"
                 break
     finally:
-        if pool is not None:
+        if pool is not None and owned:
             pool.terminate()  # compiles still running when tuning stops are dropped
             pool.join()
     untried = len(results) - len(tn.finished)

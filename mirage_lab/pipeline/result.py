@@ -215,7 +215,9 @@ def result_from_report(program: KernelGraph, search_result: Any, report: Any) ->
     if not any(r.ok for r in report.results):
         fails = "; ".join(f"{r.variant.tag}: {r.error}" for r in [r for r in report.results if r.error][:3])
         why = ("the search found no candidate" if not report.results
-               else f"no μGraph lowering variant compiled and passed the check ({fails})")
+               else f"no μGraph lowering variant compiled and passed the check ({fails})" if fails
+               else f"no μGraph lowering variant was measured ({report.stop_reason}; a larger tune_seconds gives "
+                    f"the compiles time)")
         what = (f"the program itself ({c.lowering}, {'measured' if report.chosen_us is not None else 'not measured'})"
                 if c is not None else "the program itself, unmeasured: its own lowerings failed too")
         warnings.warn(f"superoptimize: {why}; returning {what}", RuntimeWarning, stacklevel=3)

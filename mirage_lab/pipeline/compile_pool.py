@@ -1,0 +1,138 @@
+"""Compile processes started with the search, so tuning finds them warm and its first variants compiled.
+
+A tuning's compile pool costs seconds before it compiles anything: each spawned process imports
+torch and mirage_lab and initialises numba's CUDA target, and numba then takes seconds to tens of
+seconds per generated kernel. ``superoptimize`` therefore starts the pool when its search starts
+(:func:`start_early`): the processes warm up while the search runs, and each candidate the search
+finds gets its most promising lowering variants compiled at once (:meth:`CompilePool.speculate`)
+into numba's on-disk cache, where the tuner's own compile of the same variant then only loads it.
+Speculation is bounded (a few compiles in flight, never more than the tuner would shortlist), so
+the search keeps most of the CPU; the tuner then reuses the same pool (``autotune(pool=...)``).
+
+    >>> pool = CompilePool(workers=8)                      # doctest: +SKIP
+    >>> pool.speculate(candidate_graph)                    # doctest: +SKIP
+    >>> report = autotune(program, candidates, pool=pool)  # doctest: +SKIP
+    >>> pool.close()                                       # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import threading
+from typing import Any, Callable
+
+from ..ir.kernel_graph import KernelGraph
+
+SPECULATIVE_VARIANTS = 2   # per candidate: the cost model's best, and the best of the other kind (FMA / tensor cores)
+
+
+def _warm() -> None:
+    """Pool initializer: import the runtime and initialise numba's CUDA target before any job arrives."""
+    try:
+        from numba import cuda
+
+        from ..runtime import kernel  # noqa: F401  (imports torch and the code generator)
+
+        if cuda.is_available():
+            cuda.current_context()
+    except Exception:  # a worker that cannot warm up still compiles (and reports) later
+        pass
+
+
+class CompilePool:
+    """A ``spawn`` process pool for compiles, warmed at start, with bounded speculative compiles.
+
+    ``workers``: processes (default: the CPU count). ``speculative``: at most this many speculative
+    compiles in flight (default: a quarter of the workers, at least 1), and at most ``max_candidates``
+    candidates speculated on.
+    """
+
+    def __init__(self, workers: int | None = None, *, speculative: int | None = None, max_candidates: int = 8,
+                 cache_dir: str | os.PathLike | None = None) -> None:
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.speculative = max(1, speculative if speculative is not None else self.workers // 4)
+        self.max_candidates = max_candidates
+        self.cache_dir = None if cache_dir is None else str(cache_dir)
+        self.pool = mp.get_context("spawn").Pool(self.workers, initializer=_warm)
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._speculated = 0
+        self.submitted: list[str] = []           # "<content hash[:12]>/<options tag>" of each speculative compile
+        self.done: dict[str, tuple[float, str | None]] = {}   # the same keys -> (seconds, error)
+        self._closed = False
+
+    # ------------------------------------------------------------------ speculation during the search
+    def speculate(self, graph: KernelGraph) -> int:
+        """Compile ``graph``'s most promising lowering variants now, if the bounds allow; how many were sent."""
+        from ..runtime.kernel import compile_and_launch
+        from .autotune import plan_variants
+
+        with self._lock:
+            if self._closed or self._speculated >= self.max_candidates or self._in_flight >= self.speculative:
+                return 0
+            self._speculated += 1
+        try:
+            planned = plan_variants([graph])[:SPECULATIVE_VARIANTS]
+        except Exception:  # a candidate the code generator cannot lower: the tuner reports it
+            return 0
+        sent = 0
+        for v, _ in planned:
+            key = f"{graph.content_hash()[:12]}/t{v.threads}/{v.options.tag()}"
+            with self._lock:
+                if self._closed:
+                    break
+                self._in_flight += 1
+            self.submitted.append(key)
+            self.pool.apply_async(compile_and_launch, ((key, v.graph.to_json(), self.cache_dir, v.options.astuple()),),
+                                  callback=self._landed, error_callback=lambda e, key=key: self._landed((key, 0.0, repr(e))))
+            sent += 1
+        return sent
+
+    def _landed(self, res: tuple[str, float, str | None]) -> None:
+        key, seconds, err = res
+        with self._lock:
+            self._in_flight -= 1
+            self.done[key] = (seconds, err)
+
+    def on_candidates(self, on_event: Callable[[Any], None] | None) -> Callable[[Any], None]:
+        """``on_event`` that also speculates on every candidate the search finds."""
+        from ..search.events import CandidateFound
+
+        def cb(ev: Any) -> None:
+            if isinstance(ev, CandidateFound):
+                self.speculate(ev.graph)
+            if on_event is not None:
+                on_event(ev)
+
+        return cb
+
+    # ------------------------------------------------------------------ lifetime
+    def close(self) -> None:
+        """Stop every process (compiles still running are dropped; finished ones stay in the disk cache)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.pool.terminate()
+        self.pool.join()
+
+    def __enter__(self) -> "CompilePool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def start_early(workers: int | None, max_candidates: int) -> CompilePool | None:
+    """The pool ``superoptimize`` starts with its search where it will tune locally on a GPU; else ``None``."""
+    from . import gpu_available
+
+    if not gpu_available():
+        return None
+    try:
+        return CompilePool(workers, max_candidates=max_candidates)
+    except Exception:  # no processes to be had: tuning makes its own pool as before
+        return None
+
+
+__all__ = ["CompilePool", "start_early", "SPECULATIVE_VARIANTS"]
