@@ -245,3 +245,23 @@ def test_a_faster_mugraph_still_beats_the_library(tmp_path):
     r = _race(tmp_path, {"torch": 8.0, "torch.compile": 7.0, "sdpa": 6.0, "variant": 5.0, "eager": 12.0})
     assert r["winner"] == "μGraph" and not r["is_library"] and r["latency_us"] == 5.0
     assert "FlashAttention" not in r["summary"]
+
+
+def test_a_library_winner_rebuilds_from_its_stored_record():
+    # what the persistent cache stores of a result (its state through the codec) rebuilds the same library call
+    from mirage_lab.codegen import DEFAULT_OPTIONS
+    from mirage_lab.pipeline.codec import decode, encode
+    from mirage_lab.pipeline.result import OptimizedGraph
+
+    g = ex.gqa_program(2, 8, 16, 32, dtype=mi.float32)
+    best = OptimizedGraph(g, DEFAULT_OPTIONS, program=g, lowering="sdpa")
+    state = {k: v for k, v in vars(best).items() if k not in ("program", "search_result", "_kernel", "_fast")}
+    again = OptimizedGraph.__new__(OptimizedGraph)
+    again.__dict__.update(decode(json.loads(json.dumps(encode(state)))))
+    again.program, again.search_result, again._kernel, again._fast = g, None, None, None
+    assert again.winner == "sdpa" and again.is_library and not again.is_program
+    assert "FlashAttention (sdpa), the rest as torch ops, not measured" in repr(again)
+    xs = _inputs(g)
+    (o,) = again.kernel(xs)
+    (ref,) = mi.run_reference(g, [x.double() for x in xs])
+    assert again.kernel.lowering == "sdpa" and _rel(o, ref) < 1e-5
