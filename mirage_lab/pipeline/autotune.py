@@ -589,7 +589,9 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
             if eager is not None:
                 base["torch_eager"] = eager
             for p in tn.programs:
-                key = {"torch": "torch_cuda_graph", "torch.compile": "torch_compile_cuda_graph"}.get(p.lowering)
+                title = library_title(p.lowering)   # a library contender's row is labelled by its title
+                key = {"torch": "torch_cuda_graph", "torch.compile": "torch_compile_cuda_graph"}.get(
+                    p.lowering, f"{title} + CUDA graph" if title else None)
                 if key and p.ok and p.timings:
                     base[key] = p.timings["cuda_graph"]
                 elif key and p.error:

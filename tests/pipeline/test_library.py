@@ -216,7 +216,8 @@ print("RESULTS " + json.dumps({
     "summary": rep.summary(), "programs": [p.row() for p in rep.programs], "variants": [r.row() for r in rep.results],
     "err": [err(o), err(o2)], "same": bool(torch.equal(o, o2)), "inputs_seen": len({i for _, i in asked}),
     "numba_in_export": "numba" in src, "sdpa_in_export": "scaled_dot_product_attention" in src,
-    "warned": [str(w.message) for w in warned], "rho": rep.rank_correlation(), "pairs": rep.rank_pairs()}))
+    "warned": [str(w.message) for w in warned], "rho": rep.rank_correlation(), "pairs": rep.rank_pairs(),
+    "rows": [(r.label, r.median_us) for r in rep.baseline_rows()]}))
 '''
 
 
@@ -239,6 +240,7 @@ def test_the_library_contender_is_returned_when_it_is_fastest(tmp_path):
     assert max(r["err"]) < 2e-3 and r["same"]             # called, and the exported module gives the same
     assert r["sdpa_in_export"] and not r["numba_in_export"] and not r["warned"]
     assert r["rho"] is None and len(r["pairs"]) == 1       # one timed variant: no ranking to judge
+    assert ["FlashAttention (sdpa) + CUDA graph", 3.0] in r["rows"]   # the latency plot's row
 
 
 def test_a_faster_mugraph_still_beats_the_library(tmp_path):
