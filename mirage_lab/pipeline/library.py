@@ -10,9 +10,10 @@ float64 reference with the bar every contender meets and timed by the same timer
 program's torch ops (torch only).
 
 Registered: ``"sdpa"`` — attention as the builder writes it (``examples.gqa_program``,
-Mirage's form, the scale folded into Q)::
+Mirage's form, the scale folded into Q, or a one-element scale tensor ``s`` applied to the scores)::
 
     A = matmul(Q, K)        Q [..., L, d], K [..., d, S] (keys stored transposed)
+                            (or A = mul(matmul(Q, K), s), s [1, ..., 1]: QK-norm's learned gain)
     E = exp(A)
     R = reduction(E, last)  [..., L, 1]
     D = div(E, R)
@@ -64,12 +65,30 @@ def _made_by(t: DTensor, op_type: str) -> KNOp | None:
     return op if op is not None and op.op_type == op_type else None
 
 
+def _scores(A: DTensor) -> tuple[KNOp, KNOp | None, DTensor | None] | None:
+    """``A = matmul(Q, K)``: (that matmul, None, None); ``A = mul(matmul(Q, K), s)`` (either operand order)
+    with ``s`` of one element: (the matmul, the mul, s); anything else: None."""
+    mm = _made_by(A, "matmul")
+    if mm is not None:
+        return mm, None, None
+    mul = _made_by(A, "mul")
+    if mul is None:
+        return None
+    for prod, s in (mul.inputs, mul.inputs[::-1]):
+        mm = _made_by(prod, "matmul")
+        if mm is not None and prod.dims == A.dims and all(d == 1 for d in s.dims):
+            return mm, mul, s
+    return None
+
+
 def match_attention(program: KernelGraph) -> list[Match]:
-    """Every ``matmul(div(E, reduction(E, last)), V)`` with ``E = exp(matmul(Q, K))`` in ``program`` whose
-    intermediates nothing else reads; ``inputs`` are (Q, K, V), ``output`` is the second matmul's tensor.
+    """Every ``matmul(div(E, reduction(E, last)), V)`` with ``E = exp(matmul(Q, K))`` (or ``exp(mul(matmul(Q,
+    K), s))``, ``s`` of one element) in ``program`` whose intermediates nothing else reads; ``inputs`` are
+    (Q, K, V) or (Q, K, V, s), ``output`` is the second matmul's tensor.
 
     Exact: another reduction dim, a missing exp, the probabilities as the right operand, a
-    normaliser that is not E's own row sum, or an intermediate read elsewhere is no match.
+    normaliser that is not E's own row sum, a scale of more than one element, or an intermediate
+    read elsewhere is no match.
     """
     if not isinstance(program, KernelGraph):
         raise MirageLabError(f"match_attention: expected a KernelGraph, got {type(program).__name__}")
@@ -88,24 +107,32 @@ def match_attention(program: KernelGraph) -> list[Match]:
         if ex is None or red is None or red.inputs[0] is not E or red.attrs.get("dim") != E.num_dims - 1:
             continue
         A = ex.inputs[0]
-        mm1 = _made_by(A, "matmul")
-        if mm1 is None or P.dims != E.dims:  # D = E / R element for element: R broadcast along the keys only
+        scores = _scores(A)
+        if scores is None or P.dims != E.dims:  # D = E / R element for element: R broadcast along the keys only
             continue
+        mm1, mul, scale = scores
         Q, K = mm1.inputs
         # each intermediate read exactly where the pattern reads it, and by nothing else
         wanted = {A.guid: [(ex.guid, 0)], E.guid: sorted([(red.guid, 0), (div.guid, 0)]), R.guid: [(div.guid, 1)],
                   P.guid: [(mm2.guid, 0)]}
+        if mul is not None:
+            QK = mm1.outputs[0]
+            wanted[QK.guid] = [(mul.guid, mul.inputs.index(QK))]
         if any(sorted(uses.get(g, [])) != w for g, w in wanted.items()) or outputs & set(wanted):
             continue
-        found.append(Match(frozenset({mm1.guid, ex.guid, red.guid, div.guid, mm2.guid}), (Q.guid, K.guid, V.guid),
-                           mm2.outputs[0].guid))
+        ops = {mm1.guid, ex.guid, red.guid, div.guid, mm2.guid} | ({mul.guid} if mul is not None else set())
+        ins = (Q.guid, K.guid, V.guid) + ((scale.guid,) if scale is not None else ())
+        found.append(Match(frozenset(ops), ins, mm2.outputs[0].guid))
     return found
 
 
-def sdpa_attention(q, k, v):
-    """softmax(q @ k) @ v for q [..., L, d], keys stored transposed k [..., d, S], v [..., S, dv]: one
-    torch.nn.functional.scaled_dot_product_attention call (scale 1.0; FlashAttention where it applies)."""
+def sdpa_attention(q, k, v, s=None):
+    """softmax((q @ k) * s) @ v for q [..., L, d], keys stored transposed k [..., d, S], v [..., S, dv] and
+    s a one-element tensor (None: 1): one torch.nn.functional.scaled_dot_product_attention call (scale
+    1.0, s folded into q; FlashAttention where it applies)."""
     L, d, S, dv = q.shape[-2], q.shape[-1], v.shape[-2], v.shape[-1]
+    if s is not None:  # a tensor, not sdpa's float scale: its value stays on the device (CUDA graphs)
+        q = q * s
     q4 = q.reshape(-1, 1, L, d)
     # the attention kernels read keys as [S, d] rows: the one copy, of K (Q and V are views)
     k4 = k.transpose(-1, -2).contiguous().reshape(-1, 1, S, d)

@@ -203,3 +203,14 @@ def test_the_table_says_which_contender_was_returned_and_the_cost_models_rho():
     pooled = pooled_spearman([b, a])
     assert f"pooled **{pooled['pooled']:.2f}** over 5 variants of 2 programs" in summary
     assert f"mean within a program {pooled['mean']:.2f}" in summary
+
+
+def test_the_library_contender_races_on_exactly_the_suites_attention_programs():
+    from mirage_lab.pipeline.library import library_lowerings, match_attention
+
+    attention = {"attention", "qknorm_decode_attention", "qknorm_attention"}
+    for p in suite.PROGRAMS:
+        g = p.build()
+        assert library_lowerings(g) == (["sdpa"] if p.kind in attention else []), p.name
+        if p.kind == "qknorm_attention":   # the learned gain scales the scores: part of the match
+            assert [len(m.inputs) for m in match_attention(g)] == [4]

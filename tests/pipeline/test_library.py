@@ -80,6 +80,37 @@ def test_attention_inside_a_larger_program_matches_its_attention_part():
     assert m.inputs[0] == Qn.guid and m.output == O.guid
 
 
+def _scaled_attention(g, Q, K, V, S, *, scale_first=False):
+    QK = g.matmul(Q, K)
+    E = g.exp(g.mul(S, QK) if scale_first else g.mul(QK, S))
+    O = g.matmul(g.div(E, g.reduction(E, E.num_dims - 1)), V)
+    g.mark_output(O)
+    return O
+
+
+@pytest.mark.parametrize("scale_first", [False, True])
+def test_a_one_element_scale_of_the_scores_is_part_of_the_match_and_runs_right(scale_first):
+    # QK-norm attention: exp(g * q^ k^) with a learned scalar gain g, an input [1, 1, 1]
+    g = mi.new_kernel_graph()
+    Q, K, V = _qkv(g, 2, 4, 8, 16)
+    S = g.new_input(dims=(1, 1, 1), dtype=mi.float32)
+    O = _scaled_attention(g, Q, K, V, S, scale_first=scale_first)
+    (m,) = match_attention(g)
+    assert m.inputs == (Q.guid, K.guid, V.guid, S.guid) and m.output == O.guid and len(m.ops) == 6
+    xs = _inputs(g)
+    xs[3] = torch.tensor([[[2.5]]])
+    (o,) = library_function(g, "sdpa")(xs)
+    (ref,) = mi.run_reference(g, [x.double() for x in xs])
+    assert _rel(o, ref) < 1e-5
+
+
+def test_a_scale_of_more_than_one_element_is_no_match():
+    g = mi.new_kernel_graph()
+    Q, K, V = _qkv(g, 2, 4, 8, 16)
+    _scaled_attention(g, Q, K, V, g.new_input(dims=(1, 1, 16), dtype=mi.float32))   # a per-key weight: not a scale
+    assert match_attention(g) == []
+
+
 def _near_miss(kind):
     g = mi.new_kernel_graph()
     Q, K, V = _qkv(g, 2, 16, 16, 16)   # square, so the wrong-operand variants still build
