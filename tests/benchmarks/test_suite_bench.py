@@ -214,3 +214,22 @@ def test_the_library_contender_races_on_exactly_the_suites_attention_programs():
         assert library_lowerings(g) == (["sdpa"] if p.kind in attention else []), p.name
         if p.kind == "qknorm_attention":   # the learned gain scales the scores: part of the match
             assert [len(m.inputs) for m in match_attention(g)] == [4]
+
+
+def test_rank_quality_reads_e2e_and_suite_records(tmp_path):
+    import rank_quality
+
+    e2e = tmp_path / "e2e.json"
+    e2e.write_text(json.dumps([{"program": "p", "tuning": [
+        {"estimate_us": 1.0, "median_us": 10.0, "error": None}, {"estimate_us": 2.0, "median_us": 30.0, "error": None},
+        {"estimate_us": 3.0, "median_us": 20.0, "error": None},
+        {"estimate_us": 0.5, "median_us": None, "error": "relative error 0.3 exceeds 0.002"}]}]))
+    jsonl = tmp_path / "suite.jsonl"
+    jsonl.write_text(json.dumps({"program": "q", "started": True}) + "\n"
+                     + json.dumps({"program": "q", "rank_pairs": [[1.0, 5.0], [2.0, 6.0]]}) + "\n")
+    assert rank_quality.read_pairs(e2e) == [("p", [(1.0, 10.0), (2.0, 30.0), (3.0, 20.0)])]
+    assert rank_quality.read_pairs(jsonl) == [("q", [(1.0, 5.0), (2.0, 6.0)])]
+    text = rank_quality.report([e2e, jsonl])
+    assert "| e2e.json | p | 3 | 0.50 |" in text and "| suite.jsonl | q | 2 | 1.00 |" in text
+    # pooled: ranks (1.5, 3.5, 5, 1.5, 3.5) vs (3, 5, 4, 1, 2): 5.5 / sqrt(9 * 10)
+    assert "pooled rho 0.58 over 5 variants; mean within a program 0.70 (2 programs with a ranking)" in text
