@@ -12,7 +12,7 @@ program runs in the same race as the μGraph variants:
   program: the program's torch ops with the library call in place of that part (``"library"`` in
   the tuner's ``program_lowerings`` races every registered one that matches).
 
-Both are timed by the same :class:`Timer` as the variants, on the same measuring inputs,
+All are timed by the same :class:`Timer` as the variants, on the same measuring inputs,
 the same rotation of input copies, the same repeats, and again among the finalists.
 ``torch eager`` (what the user started from) is timed too, for the "faster by how much".
 
@@ -81,7 +81,8 @@ def default_timer() -> Timer | None:
 class ProgramResult(Measured):
     """One of the program's own lowerings in the race: its check and timings (µs)."""
 
-    lowering: str                       # "torch" | "torch.compile" | "program" (a program with customized ops) | a library's ("sdpa")
+    # "torch" | "torch.compile" | "program" (a program with customized ops) | a library lowering's name ("sdpa")
+    lowering: str
     runner: Any = field(default=None, repr=False, metadata={"stored": False})  # callable like a compiled kernel: runner(inputs, graph=...); rebuilt, never stored
     compile_s: float | None = None
     rel_err: float | None = None
@@ -184,5 +185,5 @@ def program_lowerings_for(program: KernelGraph, wanted: Sequence[str], timed: bo
     return sorted(out, key=lambda w: w != "torch")
 
 
-__all__ = ["PROGRAM_LOWERINGS", "LIBRARY", "library_phrase", "EAGER", "PROGRAM_PHRASE", "Timer", "CudaGraphTimer", "default_timer", "ProgramResult",
-           "check_program", "build_program_lowering", "time_program", "program_lowerings_for"]
+__all__ = ["PROGRAM_LOWERINGS", "LIBRARY", "library_phrase", "EAGER", "PROGRAM_PHRASE", "Timer", "CudaGraphTimer",
+           "default_timer", "ProgramResult", "check_program", "build_program_lowering", "time_program", "program_lowerings_for"]

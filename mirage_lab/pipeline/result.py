@@ -3,8 +3,8 @@
 The winner is a μGraph (its codegen options, its compiled kernels), a library kernel where one
 computes part of the program and beat every μGraph (FlashAttention via ``sdpa`` for attention,
 the program's other ops as torch calls: :mod:`.library`) or, when no μGraph beat PyTorch on this
-GPU, the program itself (its torch ops, or ``torch.compile`` of them). Either way, calling it runs exactly what was measured and :meth:`OptimizedGraph.export` writes
-exactly that. On a machine without a GPU, calling it on CPU tensors runs the reference
+GPU, the program itself (its torch ops, or ``torch.compile`` of them). Either way, calling it
+runs exactly what was measured and :meth:`OptimizedGraph.export` writes exactly that. On a machine without a GPU, calling it on CPU tensors runs the reference
 interpreter (float32 for half inputs), whatever was read from it or called on it before.
 
     >>> best = graph.superoptimize()                 # doctest: +SKIP
@@ -30,7 +30,7 @@ MUGRAPH = "μGraph"
 
 
 class OptimizedGraph:
-    """The result of ``superoptimize``: a μGraph or the program itself, with its tuning report.
+    """The result of ``superoptimize``: a μGraph, a library kernel or the program itself, with its tuning report.
 
     Public attributes: ``graph`` (the μGraph returned; the program itself when
     :attr:`is_program` or :attr:`is_library`), ``options`` (codegen options), ``program``, ``report`` (the
