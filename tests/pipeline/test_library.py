@@ -89,7 +89,7 @@ def _scaled_attention(g, Q, K, V, S, *, scale_first=False):
 
 
 @pytest.mark.parametrize("scale_first", [False, True])
-def test_a_one_element_scale_of_the_scores_is_part_of_the_match_and_runs_right(scale_first):
+def test_a_one_element_scale_of_the_scores_is_part_of_the_match_and_runs_right(scale_first, tmp_path):
     # QK-norm attention: exp(g * q^ k^) with a learned scalar gain g, an input [1, 1, 1]
     g = mi.new_kernel_graph()
     Q, K, V = _qkv(g, 2, 4, 8, 16)
@@ -102,6 +102,12 @@ def test_a_one_element_scale_of_the_scores_is_part_of_the_match_and_runs_right(s
     (o,) = library_function(g, "sdpa")(xs)
     (ref,) = mi.run_reference(g, [x.double() for x in xs])
     assert _rel(o, ref) < 1e-5
+    path = export_program(g, tmp_path / "scaled.py", substitutes=LIBRARIES["sdpa"].substitutes(g))
+    assert f"t{O.guid} = sdpa_attention(t{Q.guid}, t{K.guid}, t{V.guid}, t{S.guid})" in path.read_text()
+    spec = importlib.util.spec_from_file_location("scaled", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert torch.equal(mod.forward(*xs)[0], o)
 
 
 def test_a_scale_of_more_than_one_element_is_no_match():
