@@ -7,8 +7,12 @@ way: device time per call in one CUDA graph of 40 calls, inputs rotating over co
 2x L2, CUDA events, median of the graph's replays (``runtime.profile``'s copies and ``time_calls``).
 Contenders: the returned kernel, torch eager, torch.compile (default and max-autotune without its
 own CUDA graphs: the calls are in ours), a library kernel computing the same function where there
-is one (FlashAttention via ``sdpa`` for attention), and the copy floor (a device-to-device copy
-moving half the program's bytes in and half out, as e2e_bench's ``copy_floor_us``).
+is one (FlashAttention via ``sdpa`` for attention, K prepared in the layout a KV cache keeps, outside
+the timing: the bar), and the copy floor (a device-to-device copy moving half the program's bytes in and
+half out, as e2e_bench's ``copy_floor_us``). The tuner races that library kernel too, on the program's
+own layouts (``pipeline.library``), and may return it: the "returned" column says which won (μGraph,
+library, or the program itself). Each row also carries the cost model's ranking quality: Spearman's
+rho between estimate and measurement over the program's timed variants, and the suite's pooled rho.
 
     python benchmarks/suite_bench.py --list                         # no GPU needed
     python benchmarks/suite_bench.py --only 'gqa_*' --resume suite.jsonl --out suite.md
@@ -171,13 +175,14 @@ def run_gpu(p: suite.SuiteProgram, tune_seconds: float, cap: float | None, setti
                                  **settings)
     superopt_s = time.perf_counter() - t0
     is_program = bool(getattr(best, "is_program", False))
+    is_library = bool(getattr(best, "is_library", False))
     winner = getattr(best, "winner", None)
     rep = getattr(best, "report", None)
     try:  # the tuner's pick; a result that is the program itself may have no variant
         chosen = rep.best.variant.tag
     except AttributeError:
         chosen = None
-    log(f"  superoptimize {superopt_s:.1f}s; returned {'the program itself' if is_program else 'a μGraph'} "
+    log(f"  superoptimize {superopt_s:.1f}s; returned {returned_kind(is_program, is_library)} "
         f"({winner or chosen}); tuned latency {getattr(best, 'latency_us', None)}")
     if dump is not None:
         dump_tuning(dump, p.name, best, log)
@@ -193,13 +198,16 @@ def run_gpu(p: suite.SuiteProgram, tune_seconds: float, cap: float | None, setti
         "device": torch.cuda.get_device_name(), "date": str(datetime.date.today()), "superoptimize_s": superopt_s,
         "search_s": marks.get("search_s"), "first_candidate_s": marks.get("first_candidate_s"),
         "candidates": marks.get("candidates"), "search_stopped": marks.get("cancelled"),
-        "is_program": is_program, "winner": winner, "chosen": chosen, "tuned_us": getattr(best, "latency_us", None),
-        "rel_err": rel, "input_policy": m.policy,
+        "is_program": is_program, "is_library": is_library, "winner": winner, "chosen": chosen,
+        "tuned_us": getattr(best, "latency_us", None), "rel_err": rel, "input_policy": m.policy,
+        # the cost model's ranking: (estimate µs, measured µs) of every timed variant, and their Spearman rho
+        "rank_pairs": rep.rank_pairs() if rep is not None else [],
+        "rho": rep.rank_correlation() if rep is not None else None,
     }
 
     # the returned result, called as the user calls it; its compiled launches if the call cannot be captured
     res["returned_us"] = time_contender("returned", lambda *s: best(inputs=list(s)), sets, log)
-    if res["returned_us"] is None and getattr(best, "kernel", None) is not None and not is_program:
+    if res["returned_us"] is None and getattr(best, "kernel", None) is not None and not (is_program or is_library):
         res["returned_us"] = time_contender("returned (launches)", lambda *s: best.kernel.module.run(list(s)), sets, log)
         res["returned_timed_as"] = "kernel launches (the call could not be captured)"
     fn = mi.runtime.to_torch_fn(program)
@@ -247,6 +255,10 @@ def dump_tuning(folder: Path, name: str, best: Any, log) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.json").write_text(json.dumps(out))
     log(f"  dumped {len(out['variants'])} variant rows and {len(out['candidates'])} candidates to {folder / name}.json")
+
+
+def returned_kind(is_program: bool, is_library: bool) -> str:
+    return "the program itself" if is_program else "a library kernel" if is_library else "a μGraph"
 
 
 NOTHING_FOUND_CAP_S = 5.0   # a GPU run's search, after the search phase found nothing for the program
@@ -298,33 +310,61 @@ def fmt(x: Any, nd: int = 1) -> str:
 
 def gpu_table(rows: list[dict]) -> str:
     head = ("| program | dtype | rel err | superopt. s | **returned µs** | eager | torch.compile | max-autotune | "
-            "library | copy floor | vs best torch | vs compile | vs floor | target µs | winner |")
-    out = [head, "|" + "---|" * 15]
+            "library | copy floor | vs best torch | vs compile | vs floor | target µs | returned | ρ (variants) |")
+    out = [head, "|" + "---|" * 16]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['program']} | {r.get('dtype', '')} | failed: {r['error'][:150]} |" + " |" * 12)
+            out.append(f"| {r['program']} | {r.get('dtype', '')} | failed: {r['error'][:150]} |" + " |" * 13)
             continue
-        win = "program" if r.get("is_program") else "μGraph"
-        if r.get("winner"):
-            win += f" ({r['winner']})"
+        win = returned_label(r)
         lib = "—" if r.get("library_us") is None else f"{r['library_us']:.1f} ({r['library']})"
         out.append(f"| {r['program']} | {r['dtype']} | {r['rel_err']:.1e} | {r['superoptimize_s']:.0f} | "
                    f"**{fmt(r['returned_us'])}** | {fmt(r['eager_us'])} | {fmt(r['compile_us'])} | "
                    f"{fmt(r['max_autotune_us'])} | {lib} | {fmt(r['copy_floor_us'])} | {fmt(r['vs_best_torch'], 2)} | "
                    f"{fmt(r['vs_compile'], 2)} | {fmt(r['vs_floor'], 2)} | {fmt(r['target_us'])}"
-                   f"{'' if r['meets_target'] else ' (missed)'} | {win} |")
+                   f"{'' if r['meets_target'] else ' (missed)'} | {win} | {rho_text(r)} |")
     ok = [r for r in rows if "error" not in r and r.get("vs_compile")]
     if ok:
         gm = math.exp(sum(math.log(r["vs_compile"]) for r in ok) / len(ok))
-        wins = sum(1 for r in ok if not r.get("is_program"))
+        wins = sum(1 for r in ok if not r.get("is_program") and not r.get("is_library"))
+        libs = sum(1 for r in ok if r.get("is_library"))
         le1 = sum(1 for r in ok if r["vs_best_torch"] is not None and r["vs_best_torch"] <= 1.0)
         met = sum(1 for r in ok if r["meets_target"])
         out.append("")
         out.append(f"{len(ok)} programs timed ({len(rows) - len(ok)} failed or untimed): geometric mean "
-                   f"**{gm:.3f}x torch.compile**; a μGraph won on **{wins}**, the program itself on {len(ok) - wins}; "
+                   f"**{gm:.3f}x torch.compile**; a μGraph won on **{wins}**, a library kernel on {libs}, the program "
+                   f"itself on {len(ok) - wins - libs}; "
                    f"{le1} at <= 1.00x the better of eager and torch.compile; {met} meet 0.80x compile or 1.10x floor; "
                    f"worst rel err {max(r['rel_err'] for r in ok):.1e}.")
+    out.append(rank_summary(rows))
     return "\n".join(out)
+
+
+def returned_label(r: dict) -> str:
+    """What the "returned" column says: ``μGraph``, ``library (sdpa)``, ``program (torch.compile)``."""
+    if r.get("is_library"):
+        return f"library ({r.get('winner')})"
+    win = "program" if r.get("is_program") else "μGraph"
+    return win + (f" ({r['winner']})" if r.get("winner") and r.get("winner") != "μGraph" else "")
+
+
+def rho_text(r: dict) -> str:
+    n = len(r.get("rank_pairs") or [])
+    return "—" if r.get("rho") is None else f"{r['rho']:.2f} ({n})"
+
+
+def rank_summary(rows: list[dict]) -> str:
+    """The cost model's ranking over the suite: pooled Spearman rho of every timed variant, and the mean of the
+    programs' own (weighted by their variants), from the records' ``rank_pairs``."""
+    from mirage_lab.pipeline.ranking import pooled_spearman
+
+    groups = [[tuple(p) for p in r["rank_pairs"]] for r in rows if "error" not in r and r.get("rank_pairs")]
+    if not groups:
+        return "Cost model ranking: no program had timed variants (no rho)."
+    s = pooled_spearman(groups)
+    return (f"Cost model ranking (Spearman rho, estimate vs measured, timed variants): pooled **{fmt(s['pooled'], 2)}** "
+            f"over {s['pairs']} variants of {len(groups)} programs; mean within a program {fmt(s['mean'], 2)} "
+            f"({s['programs']} programs with a ranking); target >= 0.8.")
 
 
 def search_table(rows: list[dict]) -> str:

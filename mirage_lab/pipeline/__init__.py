@@ -27,6 +27,7 @@ from .compile_pool import CompilePool, start_early
 from .contenders import CudaGraphTimer, ProgramResult, Timer
 from .cost_model import Estimate, estimate
 from .inputs import MeasuringInputs, measuring_inputs
+from .library import LIBRARIES, LibraryLowering, library_lowerings
 from .progress import ProgressBars, with_progress
 from .result import OptimizedGraph, result_from_report
 from .selection import Candidate, Selection, select_fastest, with_options
@@ -184,4 +185,5 @@ __all__ = ["superoptimize", "autotune", "OptimizedGraph", "TuneReport", "Variant
            "TuneFinished", "Variant", "lowering_variants", "with_block_dim", "estimate", "Estimate", "plan_variants",
            "measuring_inputs", "MeasuringInputs", "gpu_available", "shortlist", "SearchResult", "NoCandidateError",
            "select_fastest", "Selection", "Candidate", "with_options", "ProgramResult", "ProgramDone", "Timer", "CudaGraphTimer",
-           "result_from_report", "CacheHit", "CacheWarning", "ProgressBars", "CompilePool"]
+           "result_from_report", "CacheHit", "CacheWarning", "ProgressBars", "CompilePool", "LIBRARIES",
+           "LibraryLowering", "library_lowerings"]

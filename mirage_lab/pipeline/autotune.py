@@ -37,8 +37,9 @@ from typing import Any, Callable, Sequence
 from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from ..runtime.latency import CANDIDATE, LatencyRow, baseline_rows
-from .contenders import PROGRAM_PHRASE
+from .contenders import PROGRAM_PHRASE, library_phrase
 from .cost_model import Estimate, estimate
+from .library import library_title
 from .measured import Measured
 from .inputs import MeasuringInputs, measuring_inputs
 from .stopping import STOP_MARGIN
@@ -115,6 +116,23 @@ class TuneReport:
     def rows(self) -> list[dict[str, Any]]:
         return [r.row() for r in self.results]
 
+    # ------------------------------------------------------------------ how well the cost model ranked
+    def rank_pairs(self) -> list[tuple[float, float]]:
+        """``(cost model's estimate µs, measured median µs)`` of every variant checked correct and timed."""
+        return [(r.estimate.us, r.median_us) for r in self.results if r.ok and r.timings]
+
+    def rank_correlation(self) -> float | None:
+        """Spearman's rho between the cost model's estimates and the measured times of the timed variants
+        (ties get their average rank); ``None`` with fewer than two, or where either side is all ties.
+
+            >>> rep.rank_correlation()                                    # doctest: +SKIP
+            0.83
+        """
+        from .ranking import spearman
+
+        pairs = self.rank_pairs()
+        return spearman([e for e, _ in pairs], [m for _, m in pairs])
+
     # ------------------------------------------------------------------ the decision
     @property
     def program_best(self) -> Any:
@@ -141,7 +159,8 @@ class TuneReport:
 
     @property
     def winner(self) -> str | None:
-        """``"μGraph"``, or the program lowering chosen (``"torch"``, ``"torch.compile"``); ``None`` if nothing ran."""
+        """``"μGraph"``, or the program lowering chosen (``"torch"``, ``"torch.compile"``, a library's such as
+        ``"sdpa"``); ``None`` if nothing ran."""
         c = self.chosen
         return None if c is None else "μGraph" if isinstance(c, VariantResult) else c.lowering
 
@@ -198,6 +217,14 @@ class TuneReport:
             return f"μGraph {c.variant.tag}: {c.median_us:.2f} µs" + "".join(", " + f for f in figures) + extra
         why = f"best μGraph {best_mu:.2f} µs" if best_mu is not None else (
             "no μGraph variant passed the check" if self.results else "the search found no candidate")
+        title = library_title(c.lowering)
+        if title is not None:
+            torch_us = next((p.median_us for p in self.programs if p.lowering == "torch" and p.ok and p.timings), None)
+            if torch_us is not None:
+                why += f"; the program's own ops {torch_us:.2f} µs"
+            return (f"{library_phrase(title)} ({c.lowering} for the part it computes, the program's other ops as torch "
+                    f"calls, in a CUDA graph, {c.median_us:.2f} µs; {why})" + "".join("; " + f for f in figures[:1])
+                    + "".join(", " + f for f in figures[1:]))
         return (f"{PROGRAM_PHRASE} ({c.lowering} in a CUDA graph, {c.median_us:.2f} µs; {why})"
                 + "".join("; " + f for f in figures[:1]) + "".join(", " + f for f in figures[1:]))
 
@@ -397,7 +424,7 @@ class _Tuning:
             if name == "torch.compile" and p.compile_s:
                 self.excluded_s += p.compile_s
             if p.error is None:  # the program defines correct: its plain ops need only be finite
-                tol = float("inf") if name != "torch.compile" else self.tolerance()
+                tol = float("inf") if name in ("torch", "program") else self.tolerance()
                 check_program(p, self.mi, tol)
             if p.error is None and self.timer is not None:
                 time_program(p, self.timer, self.mi, self.repeats)
@@ -468,12 +495,13 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
              final_repeats: int = 300, finalists: int = 3, baselines: str | bool = "eager",
              max_variants: int | None = None, cache_dir: str | os.PathLike | None = None,
              on_event: Callable[[Any], None] | None = None, timer: Any = None,
-             program_lowerings: Sequence[str] = ("torch", "torch.compile"),
+             program_lowerings: Sequence[str] = ("torch", "torch.compile", "library"),
              stop_margin: float | None = STOP_MARGIN, pool: Any = None) -> TuneReport:
     """Race the lowering variants of ``candidates`` against the program's own lowerings; stop when answered.
 
     The variants compile in a pool while the program's lowerings (``program_lowerings``: its
-    torch ops via the code generator, and ``torch.compile`` of them) are built, checked and
+    torch ops via the code generator, ``torch.compile`` of them, and ``"library"``: the program
+    with a library kernel in place of the part it computes, :mod:`.library`) are built, checked and
     timed here; then each variant, as its compile finishes, is checked and timed the same way
     (``timer``: CUDA-graph replay over rotated input copies; default :class:`~.contenders.CudaGraphTimer`
     on a GPU, none under the CUDA simulator). Tuning stops once no variant left is a possible
@@ -565,7 +593,9 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
             if eager is not None:
                 base["torch_eager"] = eager
             for p in tn.programs:
-                key = {"torch": "torch_cuda_graph", "torch.compile": "torch_compile_cuda_graph"}.get(p.lowering)
+                title = library_title(p.lowering)   # a library contender's row is labelled by its title
+                key = {"torch": "torch_cuda_graph", "torch.compile": "torch_compile_cuda_graph"}.get(
+                    p.lowering, f"{title} + CUDA graph" if title else None)
                 if key and p.ok and p.timings:
                     base[key] = p.timings["cuda_graph"]
                 elif key and p.error:

@@ -9,7 +9,8 @@ Two layers, each a JSON file under ``<cache root>/results/`` (``$MIRAGE_LAB_CACH
   result is reused on any machine.
 * ``tuning/``: the winner and how it was chosen (the whole :class:`~.autotune.TuneReport`,
   or the cost model's pick without a GPU), keyed by the search key, the tuning settings,
-  the GPU's model, driver, CUDA and numba versions, and ``CODEGEN_VERSION``. Another GPU
+  the GPU's model, driver, CUDA and numba versions, ``CODEGEN_VERSION`` and the library
+  kernels that race (:mod:`.library`). Another GPU
   or driver reuses the search and tunes again.
 
 An entry is trusted only if it parses, names this format and exactly the key asked for,
@@ -187,8 +188,11 @@ def tuning_key(search: dict[str, Any], *, tune: bool, max_candidates: int, tune_
     key: dict[str, Any] = {"layer": "tuning", "search": _digest(search), "tune": bool(tune),
                            "max_candidates": max_candidates, "codegen": CODEGEN_VERSION, "mirage_lab": _version()}
     if tune:
+        from .library import LIBRARIES
+
+        # the library kernels that race (pipeline.library): a tuning stored before one was added did not race it
         key.update(tune_seconds=tune_seconds, baselines=baselines, device=device or device_info(),
-                   inputs=None if inputs is None else _tensors_digest(inputs))
+                   inputs=None if inputs is None else _tensors_digest(inputs), libraries=sorted(LIBRARIES))
     return key
 
 

@@ -7,9 +7,12 @@ program runs in the same race as the μGraph variants:
   lowers them (``runtime.compile(program)``: :mod:`mirage_lab.codegen.host`), captured in a
   CUDA graph;
 * ``"torch.compile"``: ``torch.compile`` of the program's torch function, captured in a CUDA
-  graph (compiled while the pool compiles the variants; a failure is recorded, never fatal).
+  graph (compiled while the pool compiles the variants; a failure is recorded, never fatal);
+* a library lowering (``"sdpa"``, :mod:`.library`) where a library kernel computes part of the
+  program: the program's torch ops with the library call in place of that part (``"library"`` in
+  the tuner's ``program_lowerings`` races every registered one that matches).
 
-Both are timed by the same :class:`Timer` as the variants, on the same measuring inputs,
+All are timed by the same :class:`Timer` as the variants, on the same measuring inputs,
 the same rotation of input copies, the same repeats, and again among the finalists.
 ``torch eager`` (what the user started from) is timed too, for the "faster by how much".
 
@@ -28,9 +31,15 @@ from .measured import Measured
 from .inputs import MeasuringInputs
 
 PROGRAM_LOWERINGS = ("torch", "torch.compile")
+LIBRARY = "library"   # in program_lowerings: every registered library lowering that matches the program
 EAGER = "torch eager"
 #: What the report and the result's repr say when the program itself is returned
 PROGRAM_PHRASE = "no μGraph beat PyTorch on this GPU: returning the program itself"
+
+
+def library_phrase(title: str) -> str:
+    """What the report and the result's repr say when a library lowering is returned."""
+    return f"returning {title}: no μGraph beat it"
 
 
 class Timer(Protocol):
@@ -72,7 +81,8 @@ def default_timer() -> Timer | None:
 class ProgramResult(Measured):
     """One of the program's own lowerings in the race: its check and timings (µs)."""
 
-    lowering: str                       # "torch" | "torch.compile" | "program" (a program with customized ops)
+    # "torch" | "torch.compile" | "program" (a program with customized ops) | a library lowering's name ("sdpa")
+    lowering: str
     runner: Any = field(default=None, repr=False, metadata={"stored": False})  # callable like a compiled kernel: runner(inputs, graph=...); rebuilt, never stored
     compile_s: float | None = None
     rel_err: float | None = None
@@ -94,8 +104,8 @@ def check_program(res: ProgramResult, mi: MeasuringInputs, tol: float) -> None:
     """Run the lowering on the measuring inputs against the float64 reference; record why it fails.
 
     The program is the definition of correct, so its plain lowering is only required to be
-    finite (``tol=inf``); ``torch.compile`` must be as accurate as the plain lowering (``tol``:
-    twice its error, at least ``TOLERANCE``).
+    finite (``tol=inf``); ``torch.compile`` and a library lowering must be as accurate as the plain
+    lowering (``tol``: twice its error, at least ``TOLERANCE``).
     """
     from ..runtime.profile import relative_error
     from .autotune import TOLERANCE
@@ -124,6 +134,10 @@ def build_program_lowering(program: KernelGraph, lowering: str, mi: MeasuringInp
             res.runner = ProgramFunction(program, compiled=True)
             res.runner(list(mi.inputs))  # the compile happens at the first call
             _sync(mi)
+        elif lowering not in ("torch", "program"):
+            from .library import library_function
+
+            res.runner = library_function(program, lowering)
         else:
             from ..runtime.kernel import compile as rt_compile
 
@@ -158,11 +172,18 @@ def _replay_of(runner: Any) -> Callable[[Sequence[Any]], Callable[[], Any]]:
 
 def program_lowerings_for(program: KernelGraph, wanted: Sequence[str], timed: bool) -> list[str]:
     """The lowerings of ``program`` to race: ``"program"`` for a program with customized ops (its own
-    kernels; torch.compile cannot trace them); ``torch.compile`` only where timing decides."""
+    kernels; torch.compile cannot trace them); ``torch.compile`` and library lowerings (``"library"``:
+    each registered one whose pattern is in the program) only where timing decides. ``"torch"`` first:
+    its error sets the bar of the others."""
+    from .library import library_lowerings
+
     if program.customized_ops:
         return ["program"] if wanted else []
-    return [w for w in wanted if w == "torch" or (w == "torch.compile" and timed)]
+    out = [w for w in wanted if w == "torch" or (w == "torch.compile" and timed)]
+    if LIBRARY in wanted and timed:
+        out += library_lowerings(program)
+    return sorted(out, key=lambda w: w != "torch")
 
 
-__all__ = ["PROGRAM_LOWERINGS", "EAGER", "PROGRAM_PHRASE", "Timer", "CudaGraphTimer", "default_timer", "ProgramResult",
-           "check_program", "build_program_lowering", "time_program", "program_lowerings_for"]
+__all__ = ["PROGRAM_LOWERINGS", "LIBRARY", "library_phrase", "EAGER", "PROGRAM_PHRASE", "Timer", "CudaGraphTimer",
+           "default_timer", "ProgramResult", "check_program", "build_program_lowering", "time_program", "program_lowerings_for"]

@@ -1,9 +1,10 @@
 """What ``superoptimize`` hands back: the winner of the race, how it is lowered, what was measured.
 
-The winner is a μGraph (its codegen options, its compiled kernels) or, when no μGraph beat
-PyTorch on this GPU, the program itself (its torch ops, or ``torch.compile`` of them). Either
-way, calling it runs exactly what was measured and :meth:`OptimizedGraph.export` writes
-exactly that. On a machine without a GPU, calling it on CPU tensors runs the reference
+The winner is a μGraph (its codegen options, its compiled kernels), a library kernel where one
+computes part of the program and beat every μGraph (FlashAttention via ``sdpa`` for attention,
+the program's other ops as torch calls: :mod:`.library`) or, when no μGraph beat PyTorch on this
+GPU, the program itself (its torch ops, or ``torch.compile`` of them). Either way, calling it
+runs exactly what was measured and :meth:`OptimizedGraph.export` writes exactly that. On a machine without a GPU, calling it on CPU tensors runs the reference
 interpreter (float32 for half inputs), whatever was read from it or called on it before.
 
     >>> best = graph.superoptimize()                 # doctest: +SKIP
@@ -22,18 +23,19 @@ from typing import Any, Sequence
 from ..codegen import DEFAULT_OPTIONS, CodegenOptions
 from ..ir.kernel_graph import KernelGraph
 
-from .contenders import PROGRAM_PHRASE
+from .contenders import PROGRAM_PHRASE, library_phrase
+from .library import library_title
 
 MUGRAPH = "μGraph"
 
 
 class OptimizedGraph:
-    """The result of ``superoptimize``: a μGraph or the program itself, with its tuning report.
+    """The result of ``superoptimize``: a μGraph, a library kernel or the program itself, with its tuning report.
 
     Public attributes: ``graph`` (the μGraph returned; the program itself when
-    :attr:`is_program`), ``options`` (codegen options), ``program``, ``report`` (the
+    :attr:`is_program` or :attr:`is_library`), ``options`` (codegen options), ``program``, ``report`` (the
     :class:`~.autotune.TuneReport`, ``None`` when not tuned), ``search_result``;
-    :attr:`winner`, :attr:`is_program`, :attr:`latency_us`, :attr:`speedup`,
+    :attr:`winner`, :attr:`is_program`, :attr:`is_library`, :attr:`latency_us`, :attr:`speedup`,
     :attr:`speedup_vs_compile`. Attributes it does not define itself (``inputs``,
     ``outputs``, ``ops``, ``customized_ops``, ``to_json``, ``content_hash``...) are the graph's.
     """
@@ -57,13 +59,19 @@ class OptimizedGraph:
     @property
     def winner(self) -> str:
         """``"μGraph"``, or the program lowering returned: ``"torch"`` or ``"torch.compile"``
-        (``"program"`` for a program given with customized ops)."""
+        (``"program"`` for a program given with customized ops), or a library's (``"sdpa"``)."""
         return self._lowering
 
     @property
     def is_program(self) -> bool:
-        """True when no μGraph beat the program: calling this runs the program itself."""
-        return self._lowering != MUGRAPH
+        """True when neither a μGraph nor a library kernel beat the program: calling this runs the program itself."""
+        return self._lowering != MUGRAPH and not self.is_library
+
+    @property
+    def is_library(self) -> bool:
+        """True when a library kernel won (:attr:`winner` names it): a call runs the program's torch ops with
+        the library call in place of the part it computes."""
+        return library_title(self._lowering) is not None
 
     @property
     def latency_us(self) -> float | None:
@@ -101,6 +109,10 @@ class OptimizedGraph:
             from ..runtime.program import ProgramFunction
 
             return ProgramFunction(self.program, compiled=True)
+        if self.is_library:
+            from .library import library_function
+
+            return library_function(self.program, self._lowering)
         if self._lowering == "torch" and not simulator_active() and not _cuda():
             from ..runtime.program import ProgramFunction
 
@@ -139,11 +151,19 @@ class OptimizedGraph:
         """Write what a call runs as a standalone module; returns its path.
 
         A μGraph is written with its measured kernels (these options, numba + torch); the
-        program itself with torch ops (``torch.compile`` of them when that won), torch only.
+        program itself with torch ops (``torch.compile`` of them when that won), torch only; a
+        library winner as the program's torch ops with the library function's source in place
+        of the part it computes, torch only.
         """
         from ..runtime.export import export, export_program
 
         device = getattr(self.report, "device", None) if self.latency_us is not None else None
+        if self.is_library:
+            from .library import LIBRARIES
+
+            note = self.report.summary() if self.report is not None else library_phrase(library_title(self._lowering) or "")
+            return export_program(self.program, path, lowering="torch", latency_us=self.latency_us, device=device,
+                                  note=note, substitutes=LIBRARIES[self._lowering].substitutes(self.program))
         if self.is_program and not self.program.customized_ops:
             note = self.report.summary() if self.report is not None else ""
             lowering = "torch.compile" if self._lowering == "torch.compile" else "torch"
@@ -169,6 +189,10 @@ class OptimizedGraph:
 
     def __repr__(self) -> str:
         lat = f"{self.latency_us:.2f} µs measured" if self.latency_us is not None else "not measured"
+        if self.is_library:
+            title = library_title(self._lowering) or self._lowering
+            summary = self.report.summary() if self.report is not None else library_phrase(title)
+            return f"OptimizedGraph({title}, the rest as torch ops, {lat}: {summary})\n{self.graph!r}"
         if self.is_program:
             summary = self.report.summary() if self.report is not None else f"{PROGRAM_PHRASE} ({self.winner})"
             return f"OptimizedGraph(the program itself, {self.winner}, {lat}: {summary})\n{self.graph!r}"
@@ -218,8 +242,11 @@ def result_from_report(program: KernelGraph, search_result: Any, report: Any) ->
                else f"no μGraph lowering variant compiled and passed the check ({fails})" if fails
                else f"no μGraph lowering variant was measured ({report.stop_reason}; a larger tune_seconds gives "
                     f"the compiles time)")
-        what = (f"the program itself ({c.lowering}, {'measured' if report.chosen_us is not None else 'not measured'})"
-                if c is not None else "the program itself, unmeasured: its own lowerings failed too")
+        measured = 'measured' if report.chosen_us is not None else 'not measured'
+        title = None if c is None else library_title(c.lowering)
+        what = ("the program itself, unmeasured: its own lowerings failed too" if c is None
+                else f"{title} for part of the program ({c.lowering}, {measured})" if title is not None
+                else f"the program itself ({c.lowering}, {measured})")
         warnings.warn(f"superoptimize: {why}; returning {what}", RuntimeWarning, stacklevel=3)
     lowering = c.lowering if c is not None else "torch"
     return OptimizedGraph(program, DEFAULT_OPTIONS, program=program, search_result=search_result, report=report,

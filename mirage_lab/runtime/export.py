@@ -20,6 +20,7 @@ from ..codegen.source import Src
 from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from .kernel import CompiledKernel
+from .torch_fn import Substitute, check_substitutes
 
 _FORWARD = '''
 
@@ -99,13 +100,15 @@ def forward(*inputs):
 
 
 def export_program(program: KernelGraph, path: str | os.PathLike, *, lowering: str = "torch",
-                   latency_us: float | None = None, device: str | None = None, note: str = "") -> Path:
+                   latency_us: float | None = None, device: str | None = None, note: str = "",
+                   substitutes: tuple[Substitute, ...] | list[Substitute] = ()) -> Path:
     """Write ``program`` as a standalone torch module (no numba, no mirage_lab) at ``path``.
 
     ``lowering``: ``"torch"`` runs the program's ops eagerly; ``"torch.compile"`` compiles them
     at the first ``forward`` (set ``COMPILE_OPTIONS`` in the module to pass options). Only
     plain kernel-level ops can be written as torch calls: a program with customized ops is
-    exported with :func:`export`.
+    exported with :func:`export`. ``substitutes``: library calls (``runtime.torch_fn.Substitute``)
+    written in place of the sub-graphs they replace, their functions' source copied into the module.
 
         >>> export_program(program, "rms_norm_linear.py", lowering="torch.compile")   # doctest: +SKIP
     """
@@ -118,7 +121,11 @@ def export_program(program: KernelGraph, path: str | os.PathLike, *, lowering: s
                              "export it with mirage_lab.runtime.export(program, path)")
     if not program.outputs:
         raise MirageLabError("export_program: the program has no outputs; call graph.mark_output(t) first")
+    at = check_substitutes(program, substitutes)
+    covered = {g for sub in substitutes for g in sub.ops}
     how = "torch.compile of the program's torch ops" if lowering == "torch.compile" else "the program's torch ops"
+    if substitutes:
+        how = f"{how}, library calls ({', '.join(sorted({sub.name for sub in substitutes}))}) for parts of it"
     lat = (f"Measured latency: {latency_us:.2f} µs per call ({how} in a CUDA graph, median, L2-cold inputs"
            f"{', ' + device if device else ''})." if latency_us is not None else "Measured latency: not measured.")
     doc = "\n".join([
@@ -146,6 +153,11 @@ def export_program(program: KernelGraph, path: str | os.PathLike, *, lowering: s
     s(f"COMPILE = {lowering == 'torch.compile'}  # torch.compile(run) at the first forward")
     s("COMPILE_OPTIONS = {}")
     s("")
+    for src in dict.fromkeys(sub.source for sub in substitutes):  # each library function once, as written
+        s("")
+        for line in src.rstrip().splitlines():
+            s(line)
+        s("")
     s("")
     with s.block("def run(inputs):"):
         s('"""The program\'s ops as torch calls: tensors in input order -> list of outputs."""')
@@ -153,6 +165,11 @@ def export_program(program: KernelGraph, path: str | os.PathLike, *, lowering: s
         s(f"{ins}{',' if len(program.inputs) == 1 else ''} = inputs")
         for op in program.ops:
             if op.op_type == "input":
+                continue
+            if op.guid in covered:
+                sub = at.get(op.guid)
+                if sub is not None:
+                    s(f"{names[sub.output]} = {sub.fn.__name__}({', '.join(names[g] for g in sub.inputs)})")
                 continue
             s(f"{names[op.outputs[0].guid]} = {torch_expr(op, [names[t.guid] for t in op.inputs])}")
         s("return [" + ", ".join(names[t.guid] for t in program.outputs) + "]")

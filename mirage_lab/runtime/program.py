@@ -23,7 +23,7 @@ import torch
 from ..errors import KernelInputError, MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from ..ir.shapes import fmt
-from .torch_fn import to_torch_fn
+from .torch_fn import Substitute, to_torch_fn
 
 
 def compile_program_fn(program: KernelGraph, *, mode: str | None = None) -> Callable[..., list[torch.Tensor]]:
@@ -94,17 +94,23 @@ class CapturedCall:
 class ProgramFunction:
     """The program run with torch ops: ``compiled=True`` under ``torch.compile``, else eagerly.
 
+    ``substitutes``: library calls that replace parts of the program (``runtime.torch_fn.Substitute``,
+    found by ``pipeline.library``); ``lowering`` then names the library (e.g. ``"sdpa"``).
     Called like a compiled kernel: ``f(inputs)`` returns new outputs; ``graph=True`` (CUDA
     tensors) replays a CUDA graph captured for these input tensors (by address), whose
     outputs are overwritten by the next replay. CPU tensors run without a graph.
     """
 
-    def __init__(self, program: KernelGraph, *, compiled: bool = True, mode: str | None = None) -> None:
+    def __init__(self, program: KernelGraph, *, compiled: bool = True, mode: str | None = None,
+                 substitutes: Sequence[Substitute] = (), lowering: str | None = None) -> None:
         if not isinstance(program, KernelGraph):
             raise MirageLabError(f"ProgramFunction: expected a KernelGraph, got {type(program).__name__}")
+        if compiled and substitutes:
+            raise MirageLabError("ProgramFunction: library calls run eagerly (compiled=False)")
         self.program = program
-        self.lowering = "torch.compile" if compiled else "torch"
-        self.fn = compile_program_fn(program, mode=mode) if compiled else to_torch_fn(program)
+        self.substitutes = tuple(substitutes)
+        self.lowering = lowering or ("torch.compile" if compiled else "torch")
+        self.fn = compile_program_fn(program, mode=mode) if compiled else to_torch_fn(program, self.substitutes)
         self._graphs: dict[tuple, CapturedCall] = {}
 
     def check_inputs(self, inputs: Any) -> list[torch.Tensor]:

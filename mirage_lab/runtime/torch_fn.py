@@ -13,7 +13,8 @@ back; customized ops run the reference block interpreter (float32) and cast back
 """
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import torch
 
@@ -27,13 +28,70 @@ def _rms_norm(x: torch.Tensor) -> torch.Tensor:
     return (xf * torch.rsqrt(torch.mean(xf * xf, dim=-1, keepdim=True))).to(x.dtype)
 
 
-def to_torch_fn(graph: KernelGraph) -> Callable[..., list[torch.Tensor]]:
-    """``fn(*inputs) -> [outputs]`` computing ``graph`` with torch ops (traceable by torch.compile)."""
+@dataclass(frozen=True)
+class Substitute:
+    """One library call standing in for a sub-graph of a program (``pipeline.library`` finds them).
+
+    ``ops``: the guids of the program ops it replaces; ``inputs``: the guids of the tensors it reads;
+    ``output``: the guid of the one tensor it produces (the last replaced op's); ``fn``: the torch
+    function, called with those tensors; ``source``: ``fn``'s own module-level source text (``def
+    name(...)``: torch only), which :func:`mirage_lab.runtime.export.export_program` writes out.
+    """
+
+    name: str
+    ops: frozenset[int]
+    inputs: tuple[int, ...]
+    output: int
+    fn: Callable[..., torch.Tensor]
+    source: str
+
+
+def check_substitutes(graph: KernelGraph, substitutes: Sequence[Substitute]) -> dict[int, Substitute]:
+    """``{guid of the op each substitute's call takes the place of: substitute}``, after checking that
+    nothing outside a substitute reads a tensor it hides (its replaced ops' outputs, but the one it makes)."""
+    at: dict[int, Substitute] = {}
+    hidden: dict[int, str] = {}
+    covered: set[int] = set()
+    for s in substitutes:
+        if covered & s.ops:
+            raise MirageLabError(f"library call {s.name}: it replaces ops another library call replaces")
+        covered |= s.ops
+        ops = [op for op in graph.ops if op.guid in s.ops]
+        if len(ops) != len(s.ops) or s.output not in {t.guid for op in ops for t in op.outputs}:
+            raise MirageLabError(f"library call {s.name}: its ops or its output are not this program's")
+        at[max(op.guid for op in ops)] = s
+        hidden.update({t.guid: s.name for op in ops for t in op.outputs if t.guid != s.output})
+    for op in graph.ops:
+        if op.guid in covered:
+            continue
+        for t in op.inputs:
+            if t.guid in hidden:
+                raise MirageLabError(f"library call {hidden[t.guid]}: op {op.guid} ({op.op_type}) reads t{t.guid}, "
+                                     "which the call does not produce")
+    for t in graph.outputs:
+        if t.guid in hidden:
+            raise MirageLabError(f"library call {hidden[t.guid]}: the program's output t{t.guid} is hidden inside it")
+    return at
+
+
+def to_torch_fn(graph: KernelGraph, substitutes: Sequence[Substitute] = ()) -> Callable[..., list[torch.Tensor]]:
+    """``fn(*inputs) -> [outputs]`` computing ``graph`` with torch ops (traceable by torch.compile).
+
+    ``substitutes``: library calls (:class:`Substitute`) that replace sub-graphs; each runs where
+    the last op it replaces was, the other ops run as torch ops.
+    """
     if not isinstance(graph, KernelGraph):
         raise MirageLabError(f"to_torch_fn: expected a KernelGraph, got {type(graph).__name__}")
+    at = check_substitutes(graph, substitutes)
+    covered = {g for s in substitutes for g in s.ops}
     steps = []
     for op in graph.ops:
         if op.op_type == "input":
+            continue
+        if op.guid in covered:
+            s = at.get(op.guid)
+            if s is not None:
+                steps.append((s.fn, list(s.inputs), [s.output], False))
             continue
         t = op.op_type
         ins = [x.guid for x in op.inputs]

@@ -173,3 +173,63 @@ def test_resume_file_keeps_the_last_record_and_marks_a_killed_run_as_failed(tmp_
     recs = {(r["program"], r["mode"]): r for r in suite_bench.load_records(f)}
     assert recs[("a", "gpu")] == {"program": "a", "mode": "gpu", "returned_us": 3.0}
     assert "never finished" in recs[("b", "gpu")]["error"] and recs[("a", "search-only")]["candidates"] == 2
+
+
+def _gpu_record(name, returned, *, is_program=False, is_library=False, winner="μGraph", pairs=(), rho=None):
+    return {"program": name, "dtype": "float16", "rel_err": 3e-4, "superoptimize_s": 40.0, "returned_us": returned,
+            "eager_us": 20.0, "compile_us": 10.0, "max_autotune_us": None, "library_us": 8.0, "library": "sdpa",
+            "copy_floor_us": 2.0, "vs_best_torch": returned / 10.0, "vs_compile": returned / 10.0,
+            "vs_floor": returned / 2.0, "target_us": 8.0, "meets_target": returned <= 8.0, "is_program": is_program,
+            "is_library": is_library, "winner": winner, "rank_pairs": [list(p) for p in pairs], "rho": rho}
+
+
+def test_the_table_says_which_contender_was_returned_and_the_cost_models_rho():
+    import suite_bench
+    from mirage_lab.pipeline.ranking import pooled_spearman
+
+    a = [(1.0, 5.0), (2.0, 6.0), (3.0, 9.0)]
+    b = [(1.0, 7.0), (2.0, 6.0)]
+    rows = [_gpu_record("attn", 8.0, is_library=True, winner="sdpa", pairs=b, rho=-1.0),
+            _gpu_record("mlp", 9.0, pairs=a, rho=1.0),
+            _gpu_record("norm", 10.0, is_program=True, winner="torch.compile"),
+            {"program": "lost", "dtype": "bfloat16", "error": "started but never finished"}]
+    md = suite_bench.gpu_table(rows).splitlines()
+    row = {ln.split(" | ")[0].lstrip("| "): ln for ln in md if ln.startswith("| ")}
+    assert "| library (sdpa) | -1.00 (2) |" in row["attn"] and "| μGraph | 1.00 (3) |" in row["mlp"]
+    assert "| program (torch.compile) | — |" in row["norm"] and "failed" in row["lost"]
+    assert all(ln.count("|") == md[0].count("|") for ln in row.values())   # every row has every column
+    summary = "\n".join(md)
+    assert "a μGraph won on **1**, a library kernel on 1, the program itself on 1" in summary
+    pooled = pooled_spearman([b, a])
+    assert f"pooled **{pooled['pooled']:.2f}** over 5 variants of 2 programs" in summary
+    assert f"mean within a program {pooled['mean']:.2f}" in summary
+
+
+def test_the_library_contender_races_on_exactly_the_suites_attention_programs():
+    from mirage_lab.pipeline.library import library_lowerings, match_attention
+
+    attention = {"attention", "qknorm_decode_attention", "qknorm_attention"}
+    for p in suite.PROGRAMS:
+        g = p.build()
+        assert library_lowerings(g) == (["sdpa"] if p.kind in attention else []), p.name
+        if p.kind == "qknorm_attention":   # the learned gain scales the scores: part of the match
+            assert [len(m.inputs) for m in match_attention(g)] == [4]
+
+
+def test_rank_quality_reads_e2e_and_suite_records(tmp_path):
+    import rank_quality
+
+    e2e = tmp_path / "e2e.json"
+    e2e.write_text(json.dumps([{"program": "p", "tuning": [
+        {"estimate_us": 1.0, "median_us": 10.0, "error": None}, {"estimate_us": 2.0, "median_us": 30.0, "error": None},
+        {"estimate_us": 3.0, "median_us": 20.0, "error": None},
+        {"estimate_us": 0.5, "median_us": None, "error": "relative error 0.3 exceeds 0.002"}]}]))
+    jsonl = tmp_path / "suite.jsonl"
+    jsonl.write_text(json.dumps({"program": "q", "started": True}) + "\n"
+                     + json.dumps({"program": "q", "rank_pairs": [[1.0, 5.0], [2.0, 6.0]]}) + "\n")
+    assert rank_quality.read_pairs(e2e) == [("p", [(1.0, 10.0), (2.0, 30.0), (3.0, 20.0)])]
+    assert rank_quality.read_pairs(jsonl) == [("q", [(1.0, 5.0), (2.0, 6.0)])]
+    text = rank_quality.report([e2e, jsonl])
+    assert "| e2e.json | p | 3 | 0.50 |" in text and "| suite.jsonl | q | 2 | 1.00 |" in text
+    # pooled: ranks (1.5, 3.5, 5, 1.5, 3.5) vs (3, 5, 4, 1, 2): 5.5 / sqrt(9 * 10)
+    assert "pooled rho 0.58 over 5 variants; mean within a program 0.70 (2 programs with a ranking)" in text

@@ -132,6 +132,11 @@ def test_the_tuning_key_names_the_gpu_and_its_versions_and_the_search_key_does_n
     monkeypatch.setattr(mc, "device_info", lambda: dict(gpu))
     assert mc.tuning_key(skey, **{**tune, "tune_seconds": 30.0}) != base
     assert mc.tuning_key(skey, **tune) == base
+    from mirage_lab.pipeline import library
+
+    monkeypatch.setitem(library.LIBRARIES, "another", library.LIBRARIES["sdpa"])   # a library kernel added later
+    assert mc.tuning_key(skey, **tune) != base
+    monkeypatch.delitem(library.LIBRARIES, "another")
     unbounded = mc.tuning_key(skey, **{**tune, "tune_seconds": float("inf")})   # a key may hold inf
     assert mc.store(unbounded, {"x": float("inf")}) is not None and mc.load(unbounded)[0] == {"x": float("inf")}
     assert mc.load(base) is None
