@@ -174,3 +174,16 @@ def test_one_output_check_for_the_tuner_and_select_fastest():
     assert nan[1] is not None and "nan" in nan[1]
     with pytest.raises(mi.MirageLabError, match="no candidates"):
         mi.pipeline.select_fastest([], [])
+
+
+def test_the_shortlist_takes_each_tiling_in_turn():
+    """Eight variations of one tiling do not crowd out another tiling the cost model rates lower."""
+    from mirage_lab.pipeline import _tiling_key, shortlist
+
+    narrow = [ex.rms_norm_linear_fused(16, 1024, 1024, grid=64, forloop_range=f) for f in (4, 8, 16)]
+    wide = [ex.rms_norm_linear_fused(16, 1024, 1024, grid=16, forloop_range=f) for f in (4, 8, 16)]
+    cands = narrow + wide
+    picks = shortlist(cands, 2)
+    assert len({_tiling_key(cands[i]) for i in picks}) == 2
+    assert sorted(shortlist(cands, 6)) == list(range(6))       # nothing is lost when there is room
+    assert shortlist(cands, 0) == []
