@@ -92,14 +92,20 @@ class SearchFieldOps(FieldOps):
             return super().reduce_sum(x, axis)
         x = np.asarray(x)
         ax = axis % x.ndim
+        if x.shape[ax] == 1 and x.dtype == FP_DTYPE:
+            # A sum of one term: the values are already field elements (< PQ). Returning the
+            # array itself (maybe a view) saves a pass, and for a transposed tile product a
+            # copy, which at full shapes was the search's largest single cost.
+            return x
         if not x.flags.c_contiguous:
             # A transposed array (a tile product, see tiles.matmul) is read in its memory order
-            # instead of copied: its axes sorted by stride are C-contiguous.
+            # instead of copied: its axes sorted by stride are C-contiguous. The result stays
+            # in that order (a view); whoever needs it contiguous copies the smaller array.
             perm = sorted(range(x.ndim), key=lambda d: -x.strides[d])
             xt = x.transpose(perm)
             if xt.flags.c_contiguous:
                 r = self._sum_contiguous(xt, perm.index(ax))
-                return np.ascontiguousarray(r.transpose(np.argsort(perm)))
+                return r.transpose(np.argsort(perm))
         return self._sum_contiguous(np.ascontiguousarray(x), ax)
 
     @staticmethod
