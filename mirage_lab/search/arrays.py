@@ -27,12 +27,11 @@ from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
-import xxhash
 
 from ..errors import MirageLabError
 from ..verify.backends import BACKENDS, get_ops, resolve_backend
 from ..verify.field import FP_DTYPE, FieldError
-from . import tiles
+from . import layout_copy, tiles
 from .cpu_ops import SEARCH_OPS as numpy_ops
 
 
@@ -77,7 +76,7 @@ class NumpyArrays:
         m, n = a.shape[-2], b.shape[-1]
         if m * n < self.MEMO_MIN_DEPTH * (m + n):   # m·k·n multiply-adds, k·(m + n) elements
             return numpy_ops.matmul(a, b)
-        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        a, b = layout_copy.contiguous(a), layout_copy.contiguous(b)
         da, db = digest_any(a), digest_any(b)
         key = (a.shape, b.shape, da, db)
         hit = self._memo.get(key)
@@ -194,7 +193,7 @@ def digest_any(a: Any) -> bytes:
     to resist, and 128 bits make an accidental collision negligible), or the device digest of
     :mod:`.cuda_digest` for a device array."""
     if isinstance(a, np.ndarray):
-        return xxhash.xxh3_128_digest(np.ascontiguousarray(a))
+        return layout_copy.digest(a)   # == xxh3_128_digest(np.ascontiguousarray(a)), without the copy
     from .cuda_digest import device_digest
 
     return device_digest(a)
