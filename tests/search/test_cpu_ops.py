@@ -1,6 +1,7 @@
 """The search's compiled CPU field ops and its product memo give the numpy backend's values exactly."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from mirage_lab.search import arrays, cpu_ops, tiles
 from mirage_lab.verify.field import PQ
@@ -67,3 +68,20 @@ def test_product_memo_returns_the_same_values_and_shares_equal_products():
     w[0, 0] = (int(w[0, 0]) + 1) % PQ                # another W: another entry, its own values
     np.testing.assert_array_equal(arr.matmul(x, _w_tiles(w, 4)), tiles.matmul(x, _w_tiles(w, 4)))
     assert sum(k[0] != "f64" for k in arr._memo) == 2
+
+
+@pytest.mark.skipif(not cpu_ops.HAVE_NUMBA, reason="numba does not import here")
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 5), k=st.integers(1, 70), n=st.integers(1, 9), batch_a=st.sampled_from([(), (1,), (3,), (2, 3), (1, 3)]),
+       batch_b=st.sampled_from([(), (1,), (3,), (2, 1), (2, 3)]), seed=st.integers(0, 2**31))
+def test_few_row_products_equal_the_numpy_backend(m, k, n, batch_a, batch_b, seed):
+    # products of at most FEW_ROWS rows are summed in integers; broadcast batches fall back where needed
+    rng = np.random.default_rng(seed)
+    a, b = _rand(rng, batch_a + (m, k)), _rand(rng, batch_b + (k, n))
+    np.testing.assert_array_equal(cpu_ops.SEARCH_OPS.matmul(a, b), REF.matmul(a, b))
+
+
+def test_few_row_products_at_the_field_extremes():
+    a = np.full((2, 1, 100000), PQ - 1, np.uint16)   # 10^5 terms of (PQ-1)^2: past 2^32, within uint64
+    b = np.full((2, 100000, 3), PQ - 1, np.uint16)
+    np.testing.assert_array_equal(cpu_ops.SEARCH_OPS.matmul(a, b), REF.matmul(a, b))
