@@ -85,3 +85,18 @@ def test_few_row_products_at_the_field_extremes():
     a = np.full((2, 1, 100000), PQ - 1, np.uint16)   # 10^5 terms of (PQ-1)^2: past 2^32, within uint64
     b = np.full((2, 100000, 3), PQ - 1, np.uint16)
     np.testing.assert_array_equal(cpu_ops.SEARCH_OPS.matmul(a, b), REF.matmul(a, b))
+
+
+def test_large_products_are_memoized_by_content(monkeypatch):
+    # a hit's confirmation multiplies the same random inputs again: served from the memo, same values
+    ops = cpu_ops.SearchFieldOps()
+    monkeypatch.setattr(ops, "MEMO_MIN_MACS", 0)
+    rng = np.random.default_rng(5)
+    a, b = _rand(rng, (2, 8, 40)), _rand(rng, (2, 40, 6))
+    first = ops.matmul(a, b)
+    again = ops.matmul(a.copy(), b.copy())          # equal operands, other arrays
+    assert again is first and not again.flags.writeable
+    np.testing.assert_array_equal(first, REF.matmul(a, b))
+    b2 = b.copy()
+    b2[1, 3, 2] = (int(b2[1, 3, 2]) + 1) % PQ       # one element differs: a new product
+    np.testing.assert_array_equal(ops.matmul(a, b2), REF.matmul(a, b2))
