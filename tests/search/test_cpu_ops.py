@@ -70,6 +70,45 @@ def test_product_memo_returns_the_same_values_and_shares_equal_products():
     assert sum(k[0] != "f64" for k in arr._memo) == 2
 
 
+def _looped(x, w, r):   # X [16, 128] and W [128, 64], the contracted dim looped in r chunks
+    xt = x.reshape(16, r, 128 // r).transpose(1, 0, 2)[None, None, None, None]
+    wt = w.reshape(r, 128 // r, 64)[None, None, None, None]
+    return xt, wt
+
+
+@given(order=st.permutations([1, 2, 4, 8, 16]), seed=st.integers(0, 2**31))
+@settings(max_examples=20, deadline=None)
+def test_a_coarser_loop_range_is_derived_from_a_finer_product(order, seed):
+    arr = arrays.NumpyArrays()
+    blas = []
+    real = cpu_ops.SEARCH_OPS.matmul_f64
+    arr_ops = arrays.numpy_ops
+
+    def counting(a, b):
+        blas.append(a.shape)
+        return real(a, b)
+
+    rng = np.random.default_rng(seed)
+    x, w = _rand(rng, (16, 128)), _rand(rng, (128, 64))
+    finest = 0
+    try:
+        arr_ops.matmul_f64 = counting
+        for r in order:
+            xt, wt = _looped(x, w, r)
+            before = len(blas)
+            got = arr.matmul(xt, wt)
+            np.testing.assert_array_equal(got, REF.matmul(xt, wt))
+            # a BLAS product only for a loop range finer than every one seen (none to derive from)
+            assert (len(blas) > before) == (r > finest)
+            finest = max(finest, r)
+    finally:
+        del arr_ops.matmul_f64
+    w2 = w.copy()
+    w2[5, 7] = (int(w2[5, 7]) + 1) % PQ                 # another W is not derived from this one
+    xt, wt = _looped(x, w2, 2)
+    np.testing.assert_array_equal(arr.matmul(xt, wt), REF.matmul(xt, wt))
+
+
 @pytest.mark.skipif(not cpu_ops.HAVE_NUMBA, reason="numba does not import here")
 @settings(max_examples=60, deadline=None)
 @given(m=st.integers(1, 5), k=st.integers(1, 70), n=st.integers(1, 9), batch_a=st.sampled_from([(), (1,), (3,), (2, 3), (1, 3)]),
