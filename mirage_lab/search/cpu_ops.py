@@ -24,6 +24,13 @@ import numpy as np
 from ..verify.field import FP_DTYPE, PQ
 from ..verify.numpy_backend import FieldOps
 
+#: the largest partial product the float64 reduction takes (headroom below 2**53 for q·PQ)
+F64_EXACT_MAX = 2 ** 53 - 4 * PQ
+#: terms per float64 BLAS product, so that a partial product stays within F64_EXACT_MAX
+F64_TERMS = F64_EXACT_MAX // ((PQ - 1) ** 2)
+_INV_PQ = 1.0 / PQ
+_F_PQ = float(PQ)
+
 try:
     from ..gpu.numba_compat import numba
 
@@ -67,13 +74,31 @@ try:
     def _mul(a, b):  # type: ignore[no-untyped-def]
         return (np.uint32(a) * np.uint32(b)) % np.uint32(PQ)
 
+    # x mod PQ for an integer-valued float64 0 <= x <= F64_EXACT_MAX, in floating point (SIMD;
+    # int64 % is not vectorised): x·(1/PQ) is within 1e-4 of x/PQ, so the floor is off by at
+    # most one, which the correction undoes; q·PQ <= x + PQ < 2**53 and x - q·PQ are exact.
     @numba.vectorize(["uint16(float64)"], nopython=True, cache=True)
     def _mod_f64(x):  # type: ignore[no-untyped-def]
-        return np.int64(x) % np.int64(PQ)
+        q = np.floor(x * _INV_PQ)
+        r = x - q * _F_PQ
+        if r < 0:
+            r += _F_PQ
+        elif r >= _F_PQ:
+            r -= _F_PQ
+        return np.uint16(r)
 
     @numba.vectorize(["uint16(float64, uint16)"], nopython=True, cache=True)
     def _mod_f64_add(x, acc):  # type: ignore[no-untyped-def]
-        return (np.int64(x) % np.int64(PQ) + np.int64(acc)) % np.int64(PQ)
+        q = np.floor(x * _INV_PQ)
+        r = x - q * _F_PQ
+        if r < 0:
+            r += _F_PQ
+        elif r >= _F_PQ:
+            r -= _F_PQ
+        r += np.float64(acc)
+        if r >= _F_PQ:
+            r -= _F_PQ
+        return np.uint16(r)
 
     @numba.njit(cache=True, nogil=True)
     def _matmul_few_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:   # [B, m, K] @ [B, K, n], m small
@@ -188,7 +213,8 @@ class SearchFieldOps(FieldOps):
 
         K = a.shape[-1]
         acc = None
-        chunk = field.MAX_EXACT_TERMS   # read at call time: tests lower it to reach the chunked path
+        # read at call time: tests lower it to reach the chunked path
+        chunk = min(field.MAX_EXACT_TERMS, F64_TERMS)
         for k0 in range(0, K, chunk):
             k1 = min(K, k0 + chunk)
             part = np.matmul(a[..., k0:k1], b[..., k0:k1, :])

@@ -139,3 +139,19 @@ def test_large_products_are_memoized_by_content(monkeypatch):
     b2 = b.copy()
     b2[1, 3, 2] = (int(b2[1, 3, 2]) + 1) % PQ       # one element differs: a new product
     np.testing.assert_array_equal(ops.matmul(a, b2), REF.matmul(a, b2))
+
+
+@pytest.mark.skipif(not cpu_ops.HAVE_NUMBA, reason="numba does not import here")
+def test_float_reduction_of_products_is_exact_up_to_its_bound():
+    # the BLAS partial products are reduced mod PQ in floating point: check it against int64 %
+    rng = np.random.default_rng(7)
+    top = cpu_ops.F64_EXACT_MAX
+    x = np.concatenate([rng.integers(0, top, 200000), np.arange(0, 5 * PQ),
+                        np.arange(top - 5 * PQ, top + 1), np.arange(1, 3000) * PQ,
+                        np.arange(1, 3000) * PQ - 1]).astype(np.int64)
+    assert (x.astype(np.float64).astype(np.int64) == x).all()
+    want = x % PQ
+    np.testing.assert_array_equal(cpu_ops._mod_f64(x.astype(np.float64)), want)
+    acc = rng.integers(0, PQ, x.size).astype(np.uint16)
+    np.testing.assert_array_equal(cpu_ops._mod_f64_add(x.astype(np.float64), acc), (want + acc) % PQ)
+    assert cpu_ops.F64_TERMS * (PQ - 1) ** 2 <= top    # a BLAS partial product stays within it
