@@ -9,6 +9,12 @@ on a shared box) and the top functions by cumulative and by own time.
 
     python benchmarks/search_profile.py --program rmsnorm --seconds 60
     python benchmarks/search_profile.py --program gqa --small --no-profile   # states/s only
+    python benchmarks/search_profile.py --program rmsnorm --tasks 300 --no-profile   # fixed work, for A/B
+
+``--tasks N`` runs the first N subtrees to the end (``--seconds`` still stops it): two versions
+then visit the very same states, and their CPU seconds compare them on a shared, loaded box
+(a time limit reaches a different part of the search under a different load, and the states
+of the early and late subtrees do not cost the same).
 """
 from __future__ import annotations
 
@@ -43,11 +49,13 @@ PROGRAMS = {
 }
 
 
-def run(program: str, small: bool, seconds: float, profile: bool, top: int) -> dict:
+def run(program: str, small: bool, seconds: float, profile: bool, top: int, tasks: int | None = None) -> dict:
     full, tiny, preset = PROGRAMS[program]
     graph = (tiny if small else full)()
     cfg = SearchConfig.from_args(preset, fingerprint_backend="numpy").with_program_ops(graph)
     n_tasks = len(Generator(Target(graph, cfg), cfg, fingerprint_backend="numpy").all_tasks())
+    if tasks is not None:
+        n_tasks = min(n_tasks, tasks)
     stop = Path(tempfile.mkdtemp()) / "stop"
     timer = threading.Timer(seconds, stop.touch)
     timer.start()
@@ -85,8 +93,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0, help="stop the search after this long")
     ap.add_argument("--no-profile", action="store_true", help="only count states (no cProfile overhead)")
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--tasks", type=int, default=None, help="only the first N subtrees, to the end (fixed work)")
     args = ap.parse_args()
-    r = run(args.program, args.small, args.seconds, not args.no_profile, args.top)
+    r = run(args.program, args.small, args.seconds, not args.no_profile, args.top, args.tasks)
     prof = r.pop("profile", None)
     print(r, flush=True)
     if prof:

@@ -29,12 +29,15 @@ F64_EXACT_MAX = 2 ** 53 - 4 * PQ
 #: terms per float64 BLAS product, so that a partial product stays within F64_EXACT_MAX
 F64_TERMS = F64_EXACT_MAX // ((PQ - 1) ** 2)
 _INV_PQ = 1.0 / PQ
+#: sums of at most this many field elements fit a uint32 accumulator
+SUM32_TERMS = (2 ** 32 - 1) // (PQ - 1)
 _F_PQ = float(PQ)
 
 try:
     from ..gpu.numba_compat import numba
 
     _U = np.uint64(PQ)
+    _U32 = np.uint32(PQ)
 
     @numba.njit(cache=True, nogil=True)
     def _sum_mid(x3: np.ndarray) -> np.ndarray:   # [outer, r, inner] -> [outer, inner]
@@ -48,6 +51,20 @@ try:
                     acc[k] += x3[i, j, k]
             for k in range(n):
                 out[i, k] = acc[k] % _U
+        return out
+
+    @numba.njit(cache=True, nogil=True)
+    def _sum_mid32(x3: np.ndarray) -> np.ndarray:   # _sum_mid for r <= SUM32_TERMS: twice the SIMD lanes
+        o, r, n = x3.shape
+        out = np.empty((o, n), np.uint16)
+        acc = np.empty(n, np.uint32)
+        for i in range(o):
+            acc[:] = 0
+            for j in range(r):
+                for k in range(n):
+                    acc[k] += x3[i, j, k]
+            for k in range(n):
+                out[i, k] = acc[k] % _U32
         return out
 
     @numba.njit(cache=True, nogil=True)
@@ -158,6 +175,8 @@ class SearchFieldOps(FieldOps):
         inner = int(np.prod(shape[ax + 1:], dtype=np.int64))
         if inner == 1:
             r = _sum_last(x.reshape(outer, shape[ax]))
+        elif shape[ax] <= SUM32_TERMS:
+            r = _sum_mid32(x.reshape(outer, shape[ax], inner))
         else:
             r = _sum_mid(x.reshape(outer, shape[ax], inner))
         return r.reshape(shape[:ax] + (1,) + shape[ax + 1:])

@@ -155,3 +155,12 @@ def test_float_reduction_of_products_is_exact_up_to_its_bound():
     acc = rng.integers(0, PQ, x.size).astype(np.uint16)
     np.testing.assert_array_equal(cpu_ops._mod_f64_add(x.astype(np.float64), acc), (want + acc) % PQ)
     assert cpu_ops.F64_TERMS * (PQ - 1) ** 2 <= top    # a BLAS partial product stays within it
+
+
+@pytest.mark.skipif(not cpu_ops.HAVE_NUMBA, reason="numba does not import here")
+@pytest.mark.parametrize("extra", [0, 1])
+def test_sums_at_the_uint32_accumulator_bound(extra):
+    # up to SUM32_TERMS terms are summed in uint32, more in uint64: both exact at the field's top
+    x = np.full((2, cpu_ops.SUM32_TERMS + extra, 3), PQ - 1, np.uint16)
+    x[1, ::7, 1] = 5
+    np.testing.assert_array_equal(cpu_ops.SEARCH_OPS.reduce_sum(x, 1), REF.reduce_sum(x, 1))
