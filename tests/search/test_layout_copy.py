@@ -15,6 +15,7 @@ def _small_sizes(monkeypatch):
     monkeypatch.setattr(layout_copy, "CHUNK", 64)
     monkeypatch.setattr(layout_copy, "BLOCK", 3)
     monkeypatch.setattr(layout_copy, "TBLOCK", (2, 3))
+    monkeypatch.setattr(layout_copy, "LONG_ROW", 4)   # both ways of copying a row
 
 
 @st.composite
