@@ -193,6 +193,8 @@ class SearchFieldOps(FieldOps):
     #: ... and so are products of at most this many terms (an outer product [4096, 1] x [1, 8]
     #: of 512 blocks: 40 ms vs 64 ms; from 16 terms BLAS wins)
     FEW_TERMS = 8
+    #: ... when the other operand is this large (on small arrays the float64 path costs less)
+    FEW_MIN_ELEMENTS = 1 << 14
 
     #: products of at least this many multiply-adds are memoized by their operands' digests
     MEMO_MIN_MACS = 1 << 26
@@ -203,7 +205,7 @@ class SearchFieldOps(FieldOps):
         self._memo_bytes = 0
 
     def _matmul_exact(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        few = a.shape[-2] <= self.FEW_ROWS or a.shape[-1] <= self.FEW_TERMS
+        few = (a.shape[-2] <= self.FEW_ROWS or a.shape[-1] <= self.FEW_TERMS) and b.size >= self.FEW_MIN_ELEMENTS
         if HAVE_NUMBA and few and a.dtype == FP_DTYPE and b.dtype == FP_DTYPE:
             batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
             a3, b3 = _batched3(a, batch), _batched3(b, batch)
