@@ -10,8 +10,9 @@ box, the largest single cost of a full-shape search after the products
 (``benchmarks/RESULTS.md``, "Search profile"). Here the view is first reduced to the fewest
 axes that describe it, then copied by a compiled loop that walks the middle axis in blocks
 (lines fetched for one block are reused by the next outer index; a transposed last axis is
-walked in blocks too); a digest streams the
-copy through a small reused buffer, so no array of the full size is allocated at all.
+walked in blocks too), or by numpy where numpy is faster (long contiguous rows, rows repeated
+along a broadcast axis); a digest streams the copy through a small reused buffer, so no
+array of the full size is allocated at all.
 
 The bytes are exactly ``np.ascontiguousarray(x)``'s, so :func:`digest` equals
 ``xxh3_128_digest(np.ascontiguousarray(x))`` (``tests/search/test_layout_copy.py``).
