@@ -9,6 +9,14 @@ on a shared box) and the top functions by cumulative and by own time.
 
     python benchmarks/search_profile.py --program rmsnorm --seconds 60
     python benchmarks/search_profile.py --program gqa --small --no-profile   # states/s only
+    python benchmarks/search_profile.py --program rmsnorm --tasks 300 --no-profile   # fixed work, for A/B
+
+``--tasks N`` runs the first N subtrees to the end, ``--polls N`` stops at the generator's Nth
+state check (``Generator._poll``, called as each state is entered), whichever comes first
+(``--seconds`` still stops it): two versions of the search then visit the very same states
+(the printed ``states`` must agree), and their CPU seconds compare them on a shared, loaded
+box. A time limit reaches a different part of the search under a different load, and the
+states of early and late subtrees do not cost the same.
 """
 from __future__ import annotations
 
@@ -30,7 +38,7 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 from mirage_lab import examples as ex  # noqa: E402
 from mirage_lab.search.config import SearchConfig  # noqa: E402
-from mirage_lab.search.generator import Generator, Target  # noqa: E402
+from mirage_lab.search.generator import Cancelled, Generator, Target  # noqa: E402
 from mirage_lab.search.worker import run_tasks  # noqa: E402
 
 PROGRAMS = {
@@ -43,12 +51,17 @@ PROGRAMS = {
 }
 
 
-def run(program: str, small: bool, seconds: float, profile: bool, top: int) -> dict:
+def run(program: str, small: bool, seconds: float, profile: bool, top: int, tasks: int | None = None,
+        polls: int | None = None) -> dict:
     full, tiny, preset = PROGRAMS[program]
     graph = (tiny if small else full)()
     cfg = SearchConfig.from_args(preset, fingerprint_backend="numpy").with_program_ops(graph)
     n_tasks = len(Generator(Target(graph, cfg), cfg, fingerprint_backend="numpy").all_tasks())
+    if tasks is not None:
+        n_tasks = min(n_tasks, tasks)
     stop = Path(tempfile.mkdtemp()) / "stop"
+    if polls is not None:
+        _stop_after_polls(polls, stop)
     timer = threading.Timer(seconds, stop.touch)
     timer.start()
     prof = cProfile.Profile() if profile else None
@@ -78,6 +91,21 @@ def run(program: str, small: bool, seconds: float, profile: bool, top: int) -> d
     return out
 
 
+def _stop_after_polls(n: int, stop: Path) -> None:
+    """Make the generator stop (as a cancel does) at its ``n``-th state check: fixed work."""
+    real = Generator._poll
+    count = [0]
+
+    def poll(self: Generator) -> None:
+        count[0] += 1
+        if count[0] >= n:
+            stop.touch()
+            raise Cancelled()
+        real(self)
+
+    Generator._poll = poll  # type: ignore[method-assign]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--program", default="rmsnorm", choices=sorted(PROGRAMS))
@@ -85,8 +113,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0, help="stop the search after this long")
     ap.add_argument("--no-profile", action="store_true", help="only count states (no cProfile overhead)")
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--tasks", type=int, default=None, help="only the first N subtrees, to the end (fixed work)")
+    ap.add_argument("--polls", type=int, default=None, help="stop at the generator's Nth state check (fixed work)")
     args = ap.parse_args()
-    r = run(args.program, args.small, args.seconds, not args.no_profile, args.top)
+    r = run(args.program, args.small, args.seconds, not args.no_profile, args.top, args.tasks, args.polls)
     prof = r.pop("profile", None)
     print(r, flush=True)
     if prof:

@@ -27,12 +27,11 @@ from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
-import xxhash
 
 from ..errors import MirageLabError
 from ..verify.backends import BACKENDS, get_ops, resolve_backend
 from ..verify.field import FP_DTYPE, FieldError
-from . import tiles
+from . import layout_copy, tiles
 from .cpu_ops import SEARCH_OPS as numpy_ops
 
 
@@ -44,6 +43,9 @@ class NumpyArrays:
     or 128 column blocks, with the same loop) fold to the very same ``[R, m, k] x [R, k, N]``
     product (:func:`.tiles.matmul`), which at full shapes is most of a state's cost. A large
     operand's float64 copy is kept too (W looped in 16 or 64 chunks is the same bytes).
+    A product is keyed by its whole operands, its batch read as chunks of the contracted
+    dim, so a coarser loop range's product is derived from a finer one's by adding adjacent
+    chunks (mod PQ) instead of a new BLAS product.
     """
 
     name = "numpy"
@@ -57,6 +59,8 @@ class NumpyArrays:
         # products (key: shapes and operand digests) and float64 operands ("f64", size, digest), LRU
         self._memo: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._memo_bytes = 0
+        # product key (without the chunk count) -> the chunk counts held in the memo
+        self._chunkings: dict[tuple, set[int]] = {}
 
     def put(self, a: np.ndarray) -> Any:
         return a
@@ -77,17 +81,34 @@ class NumpyArrays:
         m, n = a.shape[-2], b.shape[-1]
         if m * n < self.MEMO_MIN_DEPTH * (m + n):   # m·k·n multiply-adds, k·(m + n) elements
             return numpy_ops.matmul(a, b)
-        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-        da, db = digest_any(a), digest_any(b)
-        key = (a.shape, b.shape, da, db)
-        hit = self._memo.get(key)
+        a, b = layout_copy.contiguous(a), layout_copy.contiguous(b)
+        # The batch (the axes both operands vary along: the loop's iterations, a grid axis
+        # splitting the contracted dim) as chunks of one [m, K] x [K, n] product: its key is
+        # the two whole operands, so every chunking of the same product shares one entry.
+        kc = a.shape[-1]
+        nb = a.size // (m * kc)
+        whole_a = a.reshape(nb, m, kc).transpose(1, 0, 2)          # A = [a_0 | a_1 | ...], [m, nb, kc]
+        base = ("mm", m, n, nb * kc, digest_any(whole_a), digest_any(b))
+        out_shape = a.shape[:-2] + (m, n)
+        hit = self._memo.get(base + (nb,))
         if hit is not None:
-            self._memo.move_to_end(key)
-            return hit
-        r = numpy_ops.matmul_f64(self._float64(a, da), self._float64(b, db))
+            self._memo.move_to_end(base + (nb,))
+            return hit.reshape(out_shape)
+        finer = [c for c in self._chunkings.get(base, ()) if c % nb == 0]
+        if finer:
+            # Σ_k over a chunk of nb is the sum of the finer chunks it is made of, in order
+            # (mod PQ, exact): one pass over the finer product instead of a new BLAS product.
+            c = min(finer)
+            self._memo.move_to_end(base + (c,))
+            r = numpy_ops.reduce_sum(self._memo[base + (c,)].reshape(nb, c // nb, m, n), 1)
+            r = np.ascontiguousarray(r).reshape(nb, m, n)
+        else:
+            da = digest_any(a) if a.size >= self.MEMO_MIN_F64 else b""
+            r = numpy_ops.matmul_f64(self._float64(a, da), self._float64(b, base[5])).reshape(nb, m, n)
         r.flags.writeable = False   # shared by every tiling that folds to this product
-        self._remember(key, r)
-        return r
+        self._remember(base + (nb,), r)
+        self._chunkings.setdefault(base, set()).add(nb)
+        return r.reshape(out_shape)
 
     def _float64(self, x: np.ndarray, digest: bytes) -> np.ndarray:
         """``x`` as float64 for BLAS; a large operand's conversion is kept, by content: a weight
@@ -108,7 +129,14 @@ class NumpyArrays:
         self._memo[key] = value
         self._memo_bytes += value.nbytes
         while self._memo_bytes > self.MEMO_BYTES and len(self._memo) > 1:
-            self._memo_bytes -= self._memo.popitem(last=False)[1].nbytes
+            old, v = self._memo.popitem(last=False)
+            self._memo_bytes -= v.nbytes
+            if old[0] == "mm":
+                chunks = self._chunkings.get(old[:-1])
+                if chunks is not None:
+                    chunks.discard(old[-1])
+                    if not chunks:
+                        del self._chunkings[old[:-1]]
 
     def accum(self, kind: str | None, x: Any, axis: int, frange: int, w: int, dimx: int) -> Any:
         return numpy_ops.accum(kind, x, axis, frange, w, dimx)
@@ -194,7 +222,7 @@ def digest_any(a: Any) -> bytes:
     to resist, and 128 bits make an accidental collision negligible), or the device digest of
     :mod:`.cuda_digest` for a device array."""
     if isinstance(a, np.ndarray):
-        return xxhash.xxh3_128_digest(np.ascontiguousarray(a))
+        return layout_copy.digest(a)   # == xxh3_128_digest(np.ascontiguousarray(a)), without the copy
     from .cuda_digest import device_digest
 
     return device_digest(a)

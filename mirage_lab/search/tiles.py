@@ -16,6 +16,7 @@ import numpy as np
 
 from ..ir.tiling import gather_plan, omap_order
 from ..verify import field as F
+from . import layout_copy
 
 LEAD = 5   # k, gx, gy, gz, R before accumulation
 LEAD_POST = 4
@@ -43,7 +44,7 @@ def load_view(fp: np.ndarray, grid: Sequence[int], imap: Sequence[int], fmap: in
 def save_full(tile: np.ndarray, grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]) -> np.ndarray:
     """Post-loop tiles ``[k, gx, gy, gz, *tile]`` (maybe broadcast) -> the output DTensor ``[k, *out_dims]``."""
     v = save_view(tile, grid, omap)
-    return np.ascontiguousarray(v).reshape((tile.shape[0],) + tuple(out_dims))
+    return layout_copy.contiguous(v).reshape((tile.shape[0],) + tuple(out_dims))
 
 
 @lru_cache(maxsize=4096)

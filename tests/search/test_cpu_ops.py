@@ -1,6 +1,7 @@
 """The search's compiled CPU field ops and its product memo give the numpy backend's values exactly."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from mirage_lab.search import arrays, cpu_ops, tiles
 from mirage_lab.verify.field import PQ
@@ -67,3 +68,102 @@ def test_product_memo_returns_the_same_values_and_shares_equal_products():
     w[0, 0] = (int(w[0, 0]) + 1) % PQ                # another W: another entry, its own values
     np.testing.assert_array_equal(arr.matmul(x, _w_tiles(w, 4)), tiles.matmul(x, _w_tiles(w, 4)))
     assert sum(k[0] != "f64" for k in arr._memo) == 2
+
+
+def _looped(x, w, r):   # X [16, 128] and W [128, 64], the contracted dim looped in r chunks
+    xt = x.reshape(16, r, 128 // r).transpose(1, 0, 2)[None, None, None, None]
+    wt = w.reshape(r, 128 // r, 64)[None, None, None, None]
+    return xt, wt
+
+
+@given(order=st.permutations([1, 2, 4, 8, 16]), seed=st.integers(0, 2**31))
+@settings(max_examples=20, deadline=None)
+def test_a_coarser_loop_range_is_derived_from_a_finer_product(order, seed):
+    arr = arrays.NumpyArrays()
+    blas = []
+    real = cpu_ops.SEARCH_OPS.matmul_f64
+    arr_ops = arrays.numpy_ops
+
+    def counting(a, b):
+        blas.append(a.shape)
+        return real(a, b)
+
+    rng = np.random.default_rng(seed)
+    x, w = _rand(rng, (16, 128)), _rand(rng, (128, 64))
+    finest = 0
+    try:
+        arr_ops.matmul_f64 = counting
+        for r in order:
+            xt, wt = _looped(x, w, r)
+            before = len(blas)
+            got = arr.matmul(xt, wt)
+            np.testing.assert_array_equal(got, REF.matmul(xt, wt))
+            # a BLAS product only for a loop range finer than every one seen (none to derive from)
+            assert (len(blas) > before) == (r > finest)
+            finest = max(finest, r)
+    finally:
+        del arr_ops.matmul_f64
+    w2 = w.copy()
+    w2[5, 7] = (int(w2[5, 7]) + 1) % PQ                 # another W is not derived from this one
+    xt, wt = _looped(x, w2, 2)
+    np.testing.assert_array_equal(arr.matmul(xt, wt), REF.matmul(xt, wt))
+
+
+@pytest.mark.skipif(not cpu_ops.HAVE_NUMBA, reason="numba does not import here")
+@settings(max_examples=60, deadline=None)
+@given(m=st.sampled_from([1, 2, 4, 5, 9, 40]), k=st.sampled_from([1, 3, 8, 9, 70]), n=st.integers(1, 9), batch_a=st.sampled_from([(), (1,), (3,), (2, 3), (1, 3)]),
+       batch_b=st.sampled_from([(), (1,), (3,), (2, 1), (2, 3)]), seed=st.integers(0, 2**31))
+def test_few_row_products_equal_the_numpy_backend(m, k, n, batch_a, batch_b, seed):
+    # products of at most FEW_ROWS rows or FEW_TERMS terms are summed in integers; broadcast
+    # batches and the other products take the float64 path
+    rng = np.random.default_rng(seed)
+    a, b = _rand(rng, batch_a + (m, k)), _rand(rng, batch_b + (k, n))
+    ops = cpu_ops.SearchFieldOps()
+    ops.FEW_MIN_ELEMENTS = 0                         # small operands must reach the integer path
+    np.testing.assert_array_equal(ops.matmul(a, b), REF.matmul(a, b))
+
+
+def test_few_row_products_at_the_field_extremes():
+    a = np.full((2, 1, 100000), PQ - 1, np.uint16)   # 10^5 terms of (PQ-1)^2: past 2^32, within uint64
+    b = np.full((2, 100000, 3), PQ - 1, np.uint16)
+    np.testing.assert_array_equal(cpu_ops.SEARCH_OPS.matmul(a, b), REF.matmul(a, b))
+
+
+def test_large_products_are_memoized_by_content(monkeypatch):
+    # a hit's confirmation multiplies the same random inputs again: served from the memo, same values
+    ops = cpu_ops.SearchFieldOps()
+    monkeypatch.setattr(ops, "MEMO_MIN_MACS", 0)
+    rng = np.random.default_rng(5)
+    a, b = _rand(rng, (2, 8, 40)), _rand(rng, (2, 40, 6))
+    first = ops.matmul(a, b)
+    again = ops.matmul(a.copy(), b.copy())          # equal operands, other arrays
+    assert again is first and not again.flags.writeable
+    np.testing.assert_array_equal(first, REF.matmul(a, b))
+    b2 = b.copy()
+    b2[1, 3, 2] = (int(b2[1, 3, 2]) + 1) % PQ       # one element differs: a new product
+    np.testing.assert_array_equal(ops.matmul(a, b2), REF.matmul(a, b2))
+
+
+@pytest.mark.skipif(not cpu_ops.HAVE_NUMBA, reason="numba does not import here")
+def test_float_reduction_of_products_is_exact_up_to_its_bound():
+    # the BLAS partial products are reduced mod PQ in floating point: check it against int64 %
+    rng = np.random.default_rng(7)
+    top = cpu_ops.F64_EXACT_MAX
+    x = np.concatenate([rng.integers(0, top, 200000), np.arange(0, 5 * PQ),
+                        np.arange(top - 5 * PQ, top + 1), np.arange(1, 3000) * PQ,
+                        np.arange(1, 3000) * PQ - 1]).astype(np.int64)
+    assert (x.astype(np.float64).astype(np.int64) == x).all()
+    want = x % PQ
+    np.testing.assert_array_equal(cpu_ops._mod_f64(x.astype(np.float64)), want)
+    acc = rng.integers(0, PQ, x.size).astype(np.uint16)
+    np.testing.assert_array_equal(cpu_ops._mod_f64_add(x.astype(np.float64), acc), (want + acc) % PQ)
+    assert cpu_ops.F64_TERMS * (PQ - 1) ** 2 <= top    # a BLAS partial product stays within it
+
+
+@pytest.mark.skipif(not cpu_ops.HAVE_NUMBA, reason="numba does not import here")
+@pytest.mark.parametrize("extra", [0, 1])
+def test_sums_at_the_uint32_accumulator_bound(extra):
+    # up to SUM32_TERMS terms are summed in uint32, more in uint64: both exact at the field's top
+    x = np.full((2, cpu_ops.SUM32_TERMS + extra, 3), PQ - 1, np.uint16)
+    x[1, ::7, 1] = 5
+    np.testing.assert_array_equal(cpu_ops.SEARCH_OPS.reduce_sum(x, 1), REF.reduce_sum(x, 1))

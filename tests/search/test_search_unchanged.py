@@ -67,3 +67,22 @@ def test_same_candidates_and_states_as_before_the_speedup(name):
     res = run_search(make(), workers=1, fingerprint_backend="numpy", **settings)
     assert sorted(c.content_hash() for c in res.candidates) == hashes
     assert res.stats.states == states
+
+
+@pytest.mark.parametrize("name", ["rmsnorm_linear_4x64x64_customized", "gated_mlp_4x64x64"])
+def test_same_with_every_cpu_fast_path_forced_on(name, monkeypatch):
+    # At these shapes the size floors keep most arrays on the plain numpy paths; with the floors
+    # at zero every digest and saved output goes through the blocked copy, every tile product
+    # through the whole-operand memo (and its derivation of coarser chunkings), every exact
+    # product through the integer loop or the content memo: the search must not change.
+    from mirage_lab.search import arrays, cpu_ops, layout_copy
+
+    monkeypatch.setattr(layout_copy, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(arrays.NumpyArrays, "MEMO_MIN_DEPTH", 0)
+    monkeypatch.setattr(cpu_ops.SearchFieldOps, "FEW_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(cpu_ops.SearchFieldOps, "MEMO_MIN_MACS", 0)
+    monkeypatch.setattr(arrays, "_INSTANCES", {})          # a fresh product memo
+    make, settings, (states, hashes) = EXPECTED[name]
+    res = run_search(make(), workers=1, fingerprint_backend="numpy", **settings)
+    assert sorted(c.content_hash() for c in res.candidates) == hashes
+    assert res.stats.states == states
