@@ -177,13 +177,15 @@ class _WorkerSession:
 
         from ..runtime.kernel import compile_and_launch
 
-        if self.sim or len(items) == 1 or mp.current_process().daemon:
-            # the simulator compiles as it checks; a daemonic worker (dask's default) may not start processes
+        if self.sim:   # the simulator compiles as it checks (as the one-process tuner does there)
             return ((gi, 0.0, None) for gi, _ in items)
+        args = [(gi, r.variant.graph.to_json(), self.spec["cache_dir"], r.variant.options.astuple()) for gi, r in items]
+        if len(items) == 1 or mp.current_process().daemon:
+            # one variant gains nothing from a pool; a daemonic worker (dask's default) may not start processes
+            return (compile_and_launch(a) for a in args)
         if self.pool is None:
             n = self.spec["compile_workers"] or max(1, (os.cpu_count() or 1) // max(1, self.spec["gpus_per_host"]))
             self.pool = mp.get_context("spawn").Pool(n)
-        args = [(gi, r.variant.graph.to_json(), self.spec["cache_dir"], r.variant.options.astuple()) for gi, r in items]
         return self.pool.imap_unordered(compile_and_launch, args)
 
     def measure(self, items: list[tuple[int, Any]], compiled: dict[int, tuple[float, str | None]] | None,
@@ -560,12 +562,13 @@ __all__ = ["autotune_on_cluster", "merge_reports", "cluster_device", "gpu_worker
 
 
 def local_gpu_cluster(gpus: int | Sequence[int] | None = None, *, per_gpu: int = 1, cpu_workers: int = 0,
-                      silence_logs: int | bool = 30) -> Any:
+                      env: dict[str, str] | None = None, silence_logs: int | bool = 30) -> Any:
     """A Dask cluster on this machine for :func:`autotune_on_cluster`: one worker process per GPU, pinned to it.
 
     Each worker has one thread, the resource ``GPU=1`` and ``CUDA_VISIBLE_DEVICES`` set to its card
     (``gpus``: a count, the device numbers, or every visible GPU); ``per_gpu`` workers share each
-    card (to check the protocol on one GPU); ``cpu_workers`` adds compile workers (``CPU=1``).
+    card (to check the protocol on one GPU); ``cpu_workers`` adds compile workers (``CPU=1``);
+    ``env``: more environment for every worker process (e.g. ``MIRAGE_LAB_CACHE``).
     Worker processes are started non-daemonic so each can start its pool of compile processes.
 
         >>> with local_gpu_cluster() as lc, Client(lc) as client:                    # doctest: +SKIP
@@ -588,9 +591,10 @@ def local_gpu_cluster(gpus: int | Sequence[int] | None = None, *, per_gpu: int =
     dask.config.set({"distributed.worker.daemon": False})
     workers: dict[str, Any] = {
         f"gpu{d}-{k}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {RESOURCE: 1},
-                                                  "env": {"CUDA_VISIBLE_DEVICES": str(d)}}}
+                                                  "env": {**(env or {}), "CUDA_VISIBLE_DEVICES": str(d)}}}
         for d in ids for k in range(per_gpu)}
-    workers.update({f"cpu{k}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {CPU_RESOURCE: 1}}}
+    workers.update({f"cpu{k}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {CPU_RESOURCE: 1},
+                                                          "env": dict(env or {})}}
                     for k in range(cpu_workers)})
     return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": ":0"}},
                        silence_logs=silence_logs)
