@@ -59,7 +59,7 @@ def winner_tag(rep: Any) -> str:
 def killer(client: Any, kill: bool, log):
     """An ``on_event`` that, when ``kill``, ends one GPU worker's process after the first variant result."""
     from mirage_lab.pipeline.autotune import VariantDone
-    from mirage_lab.pipeline.distributed import gpu_workers
+    from mirage_lab.pipeline.distributed import gpu_workers, kill_worker
 
     state = {"done": not kill, "victim": None}
 
@@ -71,7 +71,7 @@ def killer(client: Any, kill: bool, log):
             return
         state["done"], state["victim"] = True, workers[-1]
         log(f"    killing {workers[-1]} (os._exit) after {ev.done} variants")
-        client.run(os._exit, 1, workers=[workers[-1]], wait=False)
+        kill_worker(client, workers[-1])
 
     return on_event, state
 

@@ -520,13 +520,15 @@ def _finish(program: KernelGraph, results: list[VariantResult], sched: UnitSched
     warned = calibration_outliers(table)
     for line in warned:
         warnings.warn(f"GPU timings may not be comparable: {line}", stacklevel=3)
-    run = ClusterRun(workers=list(records.values()), moved=list(sched.moves), unit_variants=unit_variants,
+    took_part = [r for a, r in records.items() if a in infos or r.lost or r.units]   # not one that joined at the end
+    run = ClusterRun(workers=took_part, moved=list(sched.moves), unit_variants=unit_variants,
                      calibration_warnings=warned, compiled_on=compiled_on, reference=ref)
     untried = sum(r.compile_s is None for r in results)
     if untried and "ran out" in reason:
         reason += f" with {untried} of {len(results)} variants not measured"
     if sched.moves:
-        reason += f"; {len(sched.moves)} unit(s) moved from lost workers, none lost"
+        again = sum(sched.finished.get(m.unit) == m.to_worker for m in sched.moves)
+        reason += f"; {len(sched.moves)} unit(s) given back by lost workers, {again} measured by another"
     return TuneReport(results, best_variant(results, timed), base, floor, infos[ref]["policy"],
                       time.monotonic() - t0, tune_seconds, untried, infos[ref]["device"], timed=timed,
                       programs=programs, eager=eager, stop_reason=reason, cluster=run)
@@ -558,7 +560,21 @@ def merge_reports(reports: Sequence[TuneReport], *, seconds: float) -> TuneRepor
 
 
 __all__ = ["autotune_on_cluster", "merge_reports", "cluster_device", "gpu_workers", "cpu_workers", "client_for",
-           "local_gpu_cluster", "ClusterRun", "WorkerRecord", "still_possible", "best_variant", "RESOURCE", "CPU_RESOURCE"]
+           "local_gpu_cluster", "kill_worker", "ClusterRun", "WorkerRecord", "still_possible", "best_variant", "RESOURCE", "CPU_RESOURCE"]
+
+
+def _exit_soon(code: int) -> None:
+    import threading
+
+    threading.Timer(0.05, os._exit, (code,)).start()   # after the reply, so the caller's run() returns
+
+
+def kill_worker(client: Any, address: str, code: int = 1) -> None:
+    """End a worker's process as a crash would (``os._exit``): the fault the tests and the benchmark inject.
+
+        >>> kill_worker(client, gpu_workers(client)[-1])                  # doctest: +SKIP
+    """
+    client.run(_exit_soon, code, workers=[address])
 
 
 def local_gpu_cluster(gpus: int | Sequence[int] | None = None, *, per_gpu: int = 1, cpu_workers: int = 0,

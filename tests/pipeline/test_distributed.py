@@ -135,7 +135,7 @@ def test_a_worker_killed_mid_run_loses_no_variant_and_the_winner_is_the_one_proc
     assert r["killed"] and len(r["lost"]) == 1
     assert r["planned"] == r["tried"] == r["timed"] == 3 and r["untried"] == 0     # nothing lost
     assert r["moved"] and all(m[2] == r["lost"][0] and m[3] not in (None, m[2]) for m in r["moved"])
-    assert "moved from lost workers, none lost" in r["reason"]
+    assert f"{len(r['moved'])} unit(s) given back by lost workers, {len(r['moved'])} measured by another" in r["reason"]
     assert r["many"] == r["one"] and r["many_us"] == r["one_us"]
     assert sum(w["variants"] for w in r["workers"]) == 3 and r["ref"] not in r["lost"]
     assert len(r["cal_warnings"]) == 1 and "copy_us 110.00 µs is 10.0 % from the median 100.00" in r["cal_warnings"][0]

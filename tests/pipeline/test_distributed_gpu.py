@@ -5,8 +5,6 @@ loses no variant. The one-GPU machine checks the protocol and the fault handling
 needs several GPUs (benchmarks/multi_gpu_bench.py)."""
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from mirage_lab import examples as ex
@@ -23,7 +21,7 @@ def test_two_workers_on_one_gpu_pick_the_one_process_winner_and_survive_a_killed
     from dask.distributed import Client
 
     from mirage_lab.pipeline.autotune import VariantDone, autotune
-    from mirage_lab.pipeline.distributed import autotune_on_cluster, gpu_workers, local_gpu_cluster
+    from mirage_lab.pipeline.distributed import autotune_on_cluster, gpu_workers, kill_worker, local_gpu_cluster
 
     g = ex.rms_norm_linear_program(16, 256, 512)
     found = g.superoptimize(tune=False, progress=False, **{**SMALL_SEARCH, "griddims": [(16, 1, 1), (32, 1, 1)]})
@@ -37,7 +35,7 @@ def test_two_workers_on_one_gpu_pick_the_one_process_winner_and_survive_a_killed
             if isinstance(ev, VariantDone) and not killed:
                 victim = gpu_workers(client)[-1]
                 killed.append(victim)
-                client.run(os._exit, 1, workers=[victim], wait=False)
+                kill_worker(client, victim)
 
         rep = autotune_on_cluster(g, cands, client, tune_seconds=300, unit_variants=1, on_event=kill_one, **kw)
     run = rep.cluster
