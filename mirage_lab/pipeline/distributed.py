@@ -1,12 +1,16 @@
-"""Tuning spread over a Dask cluster: each GPU worker tunes a share of the candidates, the best of all wins.
+"""Tuning spread over a Dask cluster: GPU workers pull small units of variants; the one-GPU winner rule picks.
 
 Every worker that declares the resource ``GPU`` (one worker per GPU: ``dask worker ...
---nthreads 1 --resources GPU=1`` with ``CUDA_VISIBLE_DEVICES`` set to its card) takes a share of
-the shortlisted candidates, round robin, and runs :func:`~.autotune.autotune` on it there: its
-variants compiled by a pool of that host's CPU cores, checked and timed on its GPU. The reports
-come back as JSON (:mod:`.codec`) and are merged; the caller's process compiles only the winner.
-Timings are comparable only on one GPU model, so a cluster of mixed models is refused. The
-merged result goes to the caller's cache like any other (``docs/scaling.md``: one cache for a team).
+--nthreads 1 --resources GPU=1`` with ``CUDA_VISIBLE_DEVICES`` set to its card, or
+:func:`local_gpu_cluster` on one machine) first times a calibration pair (:mod:`.calibration`),
+builds the measuring inputs and races the program's own lowerings; then it takes units of the
+planned variants as it finishes the last (:mod:`.scheduling`): each compiled on the cluster's
+``CPU`` workers or a pool of its host's cores, checked and timed on its GPU. A worker lost
+mid-run gives its units to another, and the report's :class:`ClusterRun` says which moved.
+Results come back as JSON (:mod:`.codec`) and are filed by plan position; the caller applies the
+one-process stopping rule over all of them and the one-process winner rule. Timings are
+comparable only on one GPU model, so a cluster of mixed models is refused. The result goes to
+the caller's cache like any other (``docs/scaling.md``: one cache for a team).
 
     >>> from dask.distributed import Client                          # doctest: +SKIP
     >>> best = graph.superoptimize(cluster=Client("tcp://gpu-host:8786"))   # doctest: +SKIP
