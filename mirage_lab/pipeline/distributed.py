@@ -167,6 +167,7 @@ class _WorkerSession:
         self.tn = _Tuning(program, [], mi, timer, spec["cache_dir"], spec["repeats"], None, lambda ev: None,
                           time.monotonic())
         self.tn.race_program(spec["program_lowerings"])
+        self.ready = time.time()   # the budget counts from here (torch.compile's own compile is outside it)
         self.slot: dict[int, int] = {}    # plan index -> position in self.tn.results
         self.pool: Any = None
         self.device = "CUDA simulator" if self.sim else torch.cuda.get_device_name()
@@ -243,10 +244,10 @@ def _start_task(run_id: str, spec: dict[str, Any]) -> str:
 
 
 def _measure_task(run_id: str, spec: dict[str, Any], items_json: str,
-                  compiled: dict[int, tuple[float, str | None]] | None, deadline: float) -> str:
+                  compiled: dict[int, tuple[float, str | None]] | None) -> str:
     """One unit on a GPU worker: its variants compiled, checked and timed; the results as JSON."""
     s = _session(run_id, spec)
-    out = s.measure(decode(json.loads(items_json)), compiled, deadline)
+    out = s.measure(decode(json.loads(items_json)), compiled, s.ready + spec["tune_seconds"])
     return dumps(encode({"worker": _worker_address(), "results": out}))
 
 
@@ -366,11 +367,11 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
     spec = dict(program=program.to_json(), inputs=None if inputs is None else [x.detach().cpu() for x in inputs],
                 timer=timer, calibrate=calibrate, cache_dir=None if cache_dir is None else str(cache_dir),
                 repeats=repeats, program_lowerings=tuple(program_lowerings), compile_workers=workers,
+                tune_seconds=tune_seconds,
                 gpus_per_host=max(hosts.values()))
     [spec_f] = client.scatter([spec], broadcast=True, hash=False)
     compilers = cpu_workers(client)
     t0 = time.monotonic()
-    deadline = time.time() + tune_seconds
     emit(TuneStarted(len(results), len(candidates), tune_seconds, len(gpu_workers(client)), "per unit"))
     futs: dict[Any, tuple[str, str, int | None]] = {}     # future -> (kind, worker, unit id)
     records: dict[str, WorkerRecord] = {}
@@ -378,6 +379,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
     reason = "every planned variant was measured"
     done = 0
     alone_since: float | None = None
+    budget_from: float | None = None   # when the first worker was ready (its program lowerings raced)
 
     def drop_worker(w: str, why: str) -> None:
         records[w].lost = True
@@ -404,7 +406,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                                       key=f"{run_id}-start-{len(records)}")
                     futs[f] = ("start", w, None)
             timed = any(i["timed"] for i in infos.values())
-            if time.monotonic() - t0 > tune_seconds:
+            if time.monotonic() - (t0 if budget_from is None else budget_from) > tune_seconds:
                 reason = f"tune_seconds ({tune_seconds:g} s) ran out"
                 break
             if infos and not timed and first_correct_settled(results):
@@ -423,7 +425,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                 if compilers:
                     compiled = client.submit(_compile_task, items, spec["cache_dir"], resources={CPU_RESOURCE: 1},
                                              pure=False, key=f"{run_id}-compile-{unit.id}-{time.time_ns()}")
-                f = client.submit(_measure_task, run_id, spec_f, items, compiled, deadline, workers=[w],
+                f = client.submit(_measure_task, run_id, spec_f, items, compiled, workers=[w],
                                   resources={RESOURCE: 1}, pure=False, key=f"{run_id}-unit-{unit.id}-{time.time_ns()}")
                 futs[f] = ("unit", w, unit.id)
             if sched.complete and not any(k == "start" for k, _, _ in futs.values()):
@@ -446,6 +448,8 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
             else:
                 time.sleep(poll_s)
             for f in [f for f in futs if f.done()]:
+                if f not in futs:   # dropped with its lost worker a moment ago
+                    continue
                 kind, w, uid = futs.pop(f)
                 if f.status != "finished":
                     exc = f.exception() if f.status == "error" else None
@@ -456,6 +460,8 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                 payload = decode(json.loads(f.result()))
                 if kind == "start":
                     infos[w] = payload
+                    if budget_from is None:   # as on one GPU, torch.compile's own compile is not in the budget
+                        budget_from = time.monotonic()
                     records[w].device, records[w].calibration = payload["device"], payload["calibration"]
                     continue
                 sched.done(w, uid)  # type: ignore[arg-type]
