@@ -358,7 +358,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
         cluster_device(client)  # raises, saying how to start GPU workers
     planned = plan_variants(candidates, max_variants=max_variants)
     results = [VariantResult(v, e) for v, e in planned]
-    sched = UnitScheduler(make_units(len(results), size=unit_variants), depth=depth)
+    sched = UnitScheduler(make_units(len(results), size=unit_variants), depth=depth, max_moves=MAX_MOVES)
     run_id = f"mirage_lab-tune-{uuid.uuid4().hex[:12]}"
     hosts: dict[str, int] = {}
     for w in gpu_workers(client):
@@ -383,12 +383,11 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
 
     def drop_worker(w: str, why: str) -> None:
         records[w].lost = True
-        for u in sched.lose(w, why):
-            if sum(m.unit == u.id for m in sched.moves) >= MAX_MOVES:   # it kills workers: give it up
-                sched.pending.remove(u.id)
-                sched.skipped.add(u.id)
-                for i in u.variants:
-                    results[i].error = f"given up: {MAX_MOVES} workers were lost while measuring it"
+        sched.lose(w, why)
+        for uid in sched.given_up:   # it kills workers: its variants say so instead of killing more
+            for i in sched.by_id[uid].variants:
+                if results[i].compile_s is None:
+                    results[i].error = f"given up: {MAX_MOVES} workers were lost while it was measured"
         gone = [f for f, (_, fw, _) in futs.items() if fw == w]
         for f in gone:
             del futs[f]

@@ -55,19 +55,25 @@ def make_units(n_variants: int, *, size: int) -> list[Unit]:
 class UnitScheduler:
     """Pending units, the units each worker holds, what each worker finished, and every move.
 
-    ``depth``: units a worker may hold at once (2 keeps a GPU busy while its next unit is sent).
+    ``depth``: units a worker may hold at once (2 keeps a GPU busy while its next unit is sent);
+    ``max_moves``: a unit that has lost this many workers is the cause, not their victim: it is
+    given up (:attr:`given_up`) instead of handed to the next.
     """
 
     units: Sequence[Unit]
     depth: int = 2
+    max_moves: int = 3
     pending: deque = field(init=False)
     held: dict[str, list[int]] = field(init=False, default_factory=dict)      # worker -> unit ids in hand
     finished: dict[int, str] = field(init=False, default_factory=dict)        # unit id -> worker that did it
     skipped: set[int] = field(init=False, default_factory=set)
+    given_up: set[int] = field(init=False, default_factory=set)
     moves: list[Move] = field(init=False, default_factory=list)
     lost: list[str] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
+        if self.max_moves < 1:
+            raise MirageLabError(f"max_moves must be at least 1, got {self.max_moves}")
         if self.depth < 1:
             raise MirageLabError(f"a worker must be able to hold at least one unit, got depth {self.depth}")
         self.by_id = {u.id: u for u in self.units}
@@ -108,15 +114,20 @@ class UnitScheduler:
         self.finished[unit_id] = worker
 
     def lose(self, worker: str, reason: str = "worker lost") -> list[Unit]:
-        """``worker`` left: the units it held go back to the queue's front, in their order; returns them."""
+        """``worker`` left: the units it held go back to the queue's front, in their order; returns them.
+
+        A unit that has now lost ``max_moves`` workers is not returned: it goes to :attr:`given_up`.
+        """
         back = self.held.pop(worker, [])
         if worker not in self.lost:
             self.lost.append(worker)
-        for uid in reversed(back):
-            self.pending.appendleft(uid)
         for uid in back:
             self.moves.append(Move(uid, list(self.by_id[uid].variants), worker, reason=reason))
-        return [self.by_id[u] for u in back]
+        again = [u for u in back if sum(m.unit == u for m in self.moves) < self.max_moves]
+        self.given_up.update(u for u in back if u not in again)
+        for uid in reversed(again):
+            self.pending.appendleft(uid)
+        return [self.by_id[u] for u in again]
 
     def drop_pending(self) -> list[Unit]:
         """The budget ran out: the units not yet handed out are left untried; returns them."""
@@ -127,7 +138,7 @@ class UnitScheduler:
     # ------------------------------------------------------------------ state
     @property
     def complete(self) -> bool:
-        """Nothing pending and nothing in any worker's hands."""
+        """Nothing pending and nothing in any worker's hands (done, skipped or given up)."""
         return not self.pending and not any(self.held.values())
 
     def worker_of(self, variant: int) -> str | None:

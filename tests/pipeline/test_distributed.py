@@ -33,6 +33,7 @@ with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={
                     "candidates": sorted({r.variant.candidate for r in rep.results}),
                     "checked": sum(r.rel_err is not None for r in rep.results), "device": rep.device,
                     "planned": len(rep.results), "tried": sum(r.compile_s is not None for r in rep.results),
+        "compiled_on": run.compiled_on, "compile_s": [r.compile_s for r in rep.results],
                     "winner": rep.best.variant.tag, "same": best.graph is rep.best.variant.graph}
     try:
         with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as lc2, \
@@ -72,7 +73,7 @@ def test_timings_from_different_gpus_are_not_merged():
         merge_reports([_report("NVIDIA H100", 9.0, 0), _report("NVIDIA A100", 7.0, 1)], seconds=1.0)
 
 
-# Two worker processes sharing one (simulated) GPU, the timings from a fake timer handed to
+# Two worker processes sharing one (simulated) GPU and one compile worker (CPU=1), the timings from a fake timer handed to
 # autotune_on_cluster's ``timer=`` hook: the first variant timed anywhere kills its worker
 # (os._exit, as a crashed driver would); one worker calibrates 10 % slow.
 KILLED = '''
@@ -113,7 +114,7 @@ if __name__ == "__main__":
     cands = [ex.rms_norm_linear_fused(4, 64, 64, grid=4, forloop_range=4)]
     kw = dict(max_variants=3, program_lowerings=("torch",), stop_margin=None)
     one = autotune(g, cands, timer=FakeTimer(), **kw)
-    with local_gpu_cluster(gpus=[0], per_gpu=2) as lc, Client(lc) as client, \\
+    with local_gpu_cluster(gpus=[0], per_gpu=2, cpu_workers=1) as lc, Client(lc) as client, \\
             warnings.catch_warnings(record=True) as warned:
         warnings.simplefilter("always")
         rep = autotune_on_cluster(g, cands, client, timer=FakeTimer(os.path.abspath("kill")),
@@ -122,6 +123,7 @@ if __name__ == "__main__":
     print("RESULTS " + json.dumps({
         "one": one.chosen.variant.tag, "one_us": one.chosen_us, "many": rep.chosen.variant.tag, "many_us": rep.chosen_us,
         "planned": len(rep.results), "tried": sum(r.compile_s is not None for r in rep.results),
+        "compiled_on": run.compiled_on, "compile_s": [r.compile_s for r in rep.results],
         "timed": sum(bool(r.timings) for r in rep.results), "untried": rep.untried,
         "killed": os.path.exists("kill"), "workers": run.rows(), "reason": rep.stop_reason,
         "moved": [[m.unit, m.variants, m.from_worker, m.to_worker] for m in run.moved],
@@ -133,6 +135,7 @@ if __name__ == "__main__":
 def test_a_worker_killed_mid_run_loses_no_variant_and_the_winner_is_the_one_process_winner(tmp_path):
     r = run_python(KILLED, tmp_path, timeout=300)
     assert r["killed"] and len(r["lost"]) == 1
+    assert r["compiled_on"] == "1 CPU workers" and all(s > 0 for s in r["compile_s"])   # compiled on the CPU worker
     assert r["planned"] == r["tried"] == r["timed"] == 3 and r["untried"] == 0     # nothing lost
     assert r["moved"] and all(m[2] == r["lost"][0] and m[3] not in (None, m[2]) for m in r["moved"])
     assert f"{len(r['moved'])} unit(s) given back by lost workers, {len(r['moved'])} measured by another" in r["reason"]

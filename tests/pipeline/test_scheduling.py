@@ -99,6 +99,18 @@ def test_a_worker_that_joins_late_takes_work_and_a_lost_units_go_first():
     assert "d" in sched.units_per_worker() and sched.units_per_worker()["c"] > sched.units_per_worker()["a"]
 
 
+def test_a_unit_that_kills_every_worker_it_meets_is_given_up_after_max_moves():
+    sched = UnitScheduler(make_units(6, size=1), depth=1, max_moves=2)
+    workers = iter(f"w{i}" for i in range(10))
+    for _ in range(2):   # unit 0 always goes first (a lost unit goes back to the front) and kills its worker
+        w = next(workers)
+        assert sched.assign([w]) == [(w, sched.by_id[0])]
+        sched.lose(w)
+    assert sched.given_up == {0} and 0 not in sched.pending and len(sched.moves) == 2
+    measured = simulate(sched, {"a": 1.0, "b": 1.0})
+    assert sorted(measured) == [1, 2, 3, 4, 5] and sched.complete
+
+
 # ---------------------------------------------------------------------------- the winner
 def _results(timings: list[float | None], estimates: list[float]) -> list[VariantResult]:
     g = ex.rms_norm_linear_fused(4, 64, 64, grid=4, forloop_range=4)
