@@ -142,7 +142,7 @@ class _WorkerSession:
     builds its own; kept until :func:`_drop_task`.
     """
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: dict[str, Any], lowerings: Sequence[str]) -> None:
         import torch
 
         from ..ir.serialize import from_json
@@ -166,7 +166,7 @@ class _WorkerSession:
         # no stopping rule here: the caller decides what is still worth measuring, over every worker's results
         self.tn = _Tuning(program, [], mi, timer, spec["cache_dir"], spec["repeats"], None, lambda ev: None,
                           time.monotonic())
-        self.tn.race_program(spec["program_lowerings"])
+        self.tn.race_program(lowerings)
         self.ready = time.time()   # the budget counts from here (torch.compile's own compile is outside it)
         self.slot: dict[int, int] = {}    # plan index -> position in self.tn.results
         self.pool: Any = None
@@ -218,6 +218,13 @@ class _WorkerSession:
                 _time(tn.results[self.slot[gi]], k, tn.mi, final_repeats, tn.timer)
         out: dict[str, Any] = {"results": [(gi, tn.results[self.slot[gi]]) for gi in indices if gi in self.slot]}
         if reference:
+            from .contenders import program_lowerings_for
+
+            have = {p.lowering for p in tn.programs}
+            wanted = program_lowerings_for(tn.program, self.spec["program_lowerings"], tn.timer is not None)
+            missing = [x for x in wanted if x not in have]
+            if missing:   # the designated reference was lost: this worker stands in and races what it lacks
+                tn.race_program(missing)
             for p in tn.programs:
                 if p.ok and p.timings:
                     time_program(p, tn.timer, tn.mi, final_repeats)
@@ -231,16 +238,20 @@ class _WorkerSession:
             self.pool.join()
 
 
-def _session(run_id: str, spec: dict[str, Any]) -> _WorkerSession:
+def _session(run_id: str, spec: dict[str, Any], reference: bool = False) -> _WorkerSession:
     s = _SESSIONS.get(run_id)
     if s is None:
-        s = _SESSIONS[run_id] = _WorkerSession(spec)
+        s = _SESSIONS[run_id] = _WorkerSession(spec, spec["program_lowerings" if reference else "plain_lowerings"])
     return s
 
 
-def _start_task(run_id: str, spec: dict[str, Any]) -> str:
-    """A GPU worker's first task of a run: calibrate, build the measuring inputs, race the program's lowerings."""
-    return dumps(encode(_session(run_id, spec).info()))
+def _start_task(run_id: str, spec: dict[str, Any], reference: bool) -> str:
+    """A GPU worker's first task of a run: calibrate, build the measuring inputs, race the program's lowerings.
+
+    Only the reference worker races every lowering (torch.compile's compile takes tens of seconds of
+    CPU); the others race the plain torch lowering, whose error sets the accuracy bar (as on one GPU).
+    """
+    return dumps(encode(_session(run_id, spec, reference).info()))
 
 
 def _measure_task(run_id: str, spec: dict[str, Any], items_json: str,
@@ -367,6 +378,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
     spec = dict(program=program.to_json(), inputs=None if inputs is None else [x.detach().cpu() for x in inputs],
                 timer=timer, calibrate=calibrate, cache_dir=None if cache_dir is None else str(cache_dir),
                 repeats=repeats, program_lowerings=tuple(program_lowerings), compile_workers=workers,
+                plain_lowerings=tuple(x for x in program_lowerings if x == "torch") or tuple(program_lowerings),
                 tune_seconds=tune_seconds,
                 gpus_per_host=max(hosts.values()))
     [spec_f] = client.scatter([spec], broadcast=True, hash=False)
@@ -380,6 +392,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
     done = 0
     alone_since: float | None = None
     budget_from: float | None = None   # when the first worker was ready (its program lowerings raced)
+    designated: str | None = None      # the reference worker: it races every program lowering and times torch eager
 
     def drop_worker(w: str, why: str) -> None:
         records[w].lost = True
@@ -401,8 +414,9 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
             for w in live:
                 if w not in records:
                     records[w] = WorkerRecord(w)
-                    f = client.submit(_start_task, run_id, spec_f, workers=[w], resources={RESOURCE: 1}, pure=False,
-                                      key=f"{run_id}-start-{len(records)}")
+                    designated = designated or w
+                    f = client.submit(_start_task, run_id, spec_f, w == designated, workers=[w],
+                                      resources={RESOURCE: 1}, pure=False, key=f"{run_id}-start-{len(records)}")
                     futs[f] = ("start", w, None)
             timed = any(i["timed"] for i in infos.values())
             if time.monotonic() - (t0 if budget_from is None else budget_from) > tune_seconds:
@@ -475,7 +489,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
             f.cancel()
         futs.clear()
         sched.drop_pending()
-        report = _finish(program, results, sched, records, infos, client, run_id, reason=reason, t0=t0,
+        report = _finish(program, results, sched, records, infos, client, run_id, designated, reason=reason, t0=t0,
                          tune_seconds=tune_seconds, finalists=finalists, final_repeats=final_repeats,
                          baselines=baselines, unit_variants=unit_variants, compiled_on=(
                              f"{len(compilers)} CPU workers" if compilers else "each GPU worker's host"),
@@ -491,7 +505,8 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
 
 
 def _finish(program: KernelGraph, results: list[VariantResult], sched: UnitScheduler,
-            records: dict[str, WorkerRecord], infos: dict[str, dict[str, Any]], client: Any, run_id: str, *,
+            records: dict[str, WorkerRecord], infos: dict[str, dict[str, Any]], client: Any, run_id: str,
+            designated: str | None, *,
             reason: str, t0: float, tune_seconds: float, finalists: int, final_repeats: int,
             baselines: str | bool, unit_variants: int, compiled_on: str, floor: float) -> TuneReport:
     """The finalists timed again where their kernels are, the reference worker's baselines; the merged report."""
@@ -502,7 +517,7 @@ def _finish(program: KernelGraph, results: list[VariantResult], sched: UnitSched
     devices = {infos[w]["device"] for w in infos}
     if len(devices) > 1:
         raise MirageLabError(f"workers timed on different devices ({sorted(devices)}): their timings cannot be compared")
-    ref = started[0]
+    ref = designated if designated in started else started[0]
     timed = infos[ref]["timed"]
     programs, eager, base = infos[ref]["programs"], None, {}
     if timed:

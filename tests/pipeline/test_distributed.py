@@ -33,7 +33,6 @@ with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={
                     "candidates": sorted({r.variant.candidate for r in rep.results}),
                     "checked": sum(r.rel_err is not None for r in rep.results), "device": rep.device,
                     "planned": len(rep.results), "tried": sum(r.compile_s is not None for r in rep.results),
-        "compiled_on": run.compiled_on, "compile_s": [r.compile_s for r in rep.results],
                     "winner": rep.best.variant.tag, "same": best.graph is rep.best.variant.graph}
     try:
         with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as lc2, \
