@@ -111,7 +111,7 @@ class Calibrate:
 if __name__ == "__main__":
     g = ex.rms_norm_linear_program(4, 64, 64)
     cands = [ex.rms_norm_linear_fused(4, 64, 64, grid=4, forloop_range=4)]
-    kw = dict(max_variants=3, program_lowerings=("torch",), stop_margin=None)
+    kw = dict(max_variants=2, program_lowerings=("torch",), stop_margin=None, tune_seconds=600)   # a ceiling only
     one = autotune(g, cands, timer=FakeTimer(), **kw)
     with local_gpu_cluster(gpus=[0], per_gpu=2, cpu_workers=1) as lc, Client(lc) as client, \\
             warnings.catch_warnings(record=True) as warned:
@@ -134,11 +134,11 @@ if __name__ == "__main__":
 def test_a_worker_killed_mid_run_loses_no_variant_and_the_winner_is_the_one_process_winner(tmp_path):
     r = run_python(KILLED, tmp_path, timeout=300)
     assert r["killed"] and len(r["lost"]) == 1
-    assert r["compiled_on"] == "1 CPU workers" and all(s > 0 for s in r["compile_s"])   # compiled on the CPU worker
-    assert r["planned"] == r["tried"] == r["timed"] == 3 and r["untried"] == 0     # nothing lost
+    assert r["compiled_on"] == "1 CPU workers" and all(s and s > 0 for s in r["compile_s"]), r   # on the CPU worker
+    assert r["planned"] == r["tried"] == r["timed"] == 2 and r["untried"] == 0, r     # nothing lost
     assert r["moved"] and all(m[2] == r["lost"][0] and m[3] not in (None, m[2]) for m in r["moved"])
     assert f"{len(r['moved'])} unit(s) given back by lost workers, {len(r['moved'])} measured by another" in r["reason"]
     assert r["many"] == r["one"] and r["many_us"] == r["one_us"]
-    assert sum(w["variants"] for w in r["workers"]) == 3 and r["ref"] not in r["lost"]
+    assert sum(w["variants"] for w in r["workers"]) == 2 and r["ref"] not in r["lost"]
     assert len(r["cal_warnings"]) == 1 and "copy_us 110.00 µs is 10.0 % from the median 100.00" in r["cal_warnings"][0]
     assert r["warned"] and r["cal_warnings"][0] in r["warned"][0]
