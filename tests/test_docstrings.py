@@ -24,6 +24,7 @@ MODULES = [
     # the pipeline between search and runtime
     "mirage_lab.ir.hooks", "mirage_lab.pipeline.inputs", "mirage_lab.pipeline.variants", "mirage_lab.pipeline.cost_model",
     "mirage_lab.pipeline.stopping", "mirage_lab.runtime.program", "mirage_lab.pipeline.library", "mirage_lab.pipeline.ranking",
+    "mirage_lab.pipeline.scheduling", "mirage_lab.pipeline.calibration",
     # the notebook widgets and plots (the explorer's own example runs a search: tests/widgets covers it)
     "mirage_lab.lab", "mirage_lab.viz.plots", "mirage_lab.widgets.records", "mirage_lab.widgets.table",
     "mirage_lab.widgets.detail", "mirage_lab.widgets.measure", "mirage_lab.widgets.progress",

@@ -104,8 +104,8 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
     (:mod:`mirage_lab.pipeline.cache`, ``mi.cache``); a repeat call returns the stored winner,
     and on another GPU only the tuning runs again. ``progress``: draw progress bars
     (``tqdm.auto``: a widget in Jupyter, text in a terminal) and say where a cached result came from.
-    ``cluster``: a Dask ``Client`` (or scheduler address) whose ``GPU`` workers tune shares of the
-    candidates (:mod:`.distributed`, docs/scaling.md); this process then needs no GPU.
+    ``cluster``: a Dask ``Client`` (or scheduler address) whose ``GPU`` workers tune the candidates'
+    variants in small units (:mod:`.distributed`, docs/scaling.md); this process then needs no GPU.
 
         >>> best = superoptimize(g, workers=2, tune=False)      # doctest: +SKIP
         >>> best.search_result.stats.candidates                 # doctest: +SKIP

@@ -112,6 +112,7 @@ class TuneReport:
     programs: list[Any] = field(default_factory=list)    # contenders.ProgramResult
     eager: Any = None                                     # runtime.profile.Timing of torch eager
     stop_reason: str = ""
+    cluster: Any = None   # distributed.ClusterRun where tuned on a Dask cluster: workers, calibration, moved units
 
     def rows(self) -> list[dict[str, Any]]:
         return [r.row() for r in self.results]
@@ -476,6 +477,36 @@ class _Tuning:
                 f"variants left is rated a possible winner (calibrated estimate within {1 + (self.stop_margin or 0):.2f}× "
                 "of the best)")
 
+    # -------------------------------------------------------------- torch eager and the baseline rows
+    def baselines(self, which: str | bool, final_repeats: int) -> tuple[Any, dict[str, Any]]:
+        """torch eager's ``Timing`` (the speedup's reference; ``None`` if it failed) and the report's baseline rows."""
+        from .contenders import EAGER
+
+        base: dict[str, Any] = {}
+        eager = None
+        fn = to_torch_fn_of(self.program)
+        try:
+            eager = self.timer.eager(EAGER, fn, self.mi.inputs, final_repeats)
+        except Exception as e:  # the figure is missing, the tuning result stands
+            base["torch_eager_error"] = f"{type(e).__name__}: {e}"[:500]
+        if which:
+            if eager is not None:
+                base["torch_eager"] = eager
+            for p in self.programs:
+                title = library_title(p.lowering)   # a library contender's row is labelled by its title
+                key = {"torch": "torch_cuda_graph", "torch.compile": "torch_compile_cuda_graph"}.get(
+                    p.lowering, f"{title} + CUDA graph" if title else None)
+                if key and p.ok and p.timings:
+                    base[key] = p.timings["cuda_graph"]
+                elif key and p.error:
+                    base[f"{key}_error"] = p.error
+            fns = {"torch": fn}
+            compiled = next((p.runner for p in self.programs if p.lowering == "torch.compile" and p.ok), None)
+            if compiled is not None:
+                fns["torch_compile"] = compiled.fn
+            base.update(_extra_baselines(fns, self.mi, which, final_repeats))
+        return eager, base
+
     # -------------------------------------------------------------- finalists
     def final_round(self, finalists: int, final_repeats: int) -> None:
         """The fastest few variants and every program lowering again, with more repeats."""
@@ -521,7 +552,7 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
 
     from ..runtime.kernel import compile_and_launch, simulator_active
     from ..runtime.profile import floor_us
-    from .contenders import EAGER, default_timer
+    from .contenders import default_timer
 
     emit = on_event or (lambda ev: None)
     t0 = time.monotonic()
@@ -584,27 +615,7 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
     base: dict[str, Any] = {}
     if timer is not None:
         tn.final_round(finalists, final_repeats)
-        fn = to_torch_fn_of(program)
-        try:
-            eager = timer.eager(EAGER, fn, mi.inputs, final_repeats)
-        except Exception as e:  # the figure is missing, the tuning result stands
-            base["torch_eager_error"] = f"{type(e).__name__}: {e}"[:500]
-        if baselines:
-            if eager is not None:
-                base["torch_eager"] = eager
-            for p in tn.programs:
-                title = library_title(p.lowering)   # a library contender's row is labelled by its title
-                key = {"torch": "torch_cuda_graph", "torch.compile": "torch_compile_cuda_graph"}.get(
-                    p.lowering, f"{title} + CUDA graph" if title else None)
-                if key and p.ok and p.timings:
-                    base[key] = p.timings["cuda_graph"]
-                elif key and p.error:
-                    base[f"{key}_error"] = p.error
-            fns = {"torch": fn}
-            compiled = next((p.runner for p in tn.programs if p.lowering == "torch.compile" and p.ok), None)
-            if compiled is not None:
-                fns["torch_compile"] = compiled.fn
-            base.update(_extra_baselines(fns, mi, baselines, final_repeats))
+        eager, base = tn.baselines(baselines, final_repeats)
     ok_results = [r for r in results if r.ok and (timer is None or r.timings)]
     best = min(ok_results, key=lambda r: (r.median_us, r.estimate.us)) if ok_results else None
     device = "CUDA simulator" if sim else torch.cuda.get_device_name()

@@ -1,12 +1,16 @@
-"""Tuning spread over a Dask cluster: each GPU worker tunes a share of the candidates, the best of all wins.
+"""Tuning spread over a Dask cluster: GPU workers pull small units of variants; the one-GPU winner rule picks.
 
 Every worker that declares the resource ``GPU`` (one worker per GPU: ``dask worker ...
---nthreads 1 --resources GPU=1`` with ``CUDA_VISIBLE_DEVICES`` set to its card) takes a share of
-the shortlisted candidates, round robin, and runs :func:`~.autotune.autotune` on it there: its
-variants compiled by a pool of that host's CPU cores, checked and timed on its GPU. The reports
-come back as JSON (:mod:`.codec`) and are merged; the caller's process compiles only the winner.
-Timings are comparable only on one GPU model, so a cluster of mixed models is refused. The
-merged result goes to the caller's cache like any other (``docs/scaling.md``: one cache for a team).
+--nthreads 1 --resources GPU=1`` with ``CUDA_VISIBLE_DEVICES`` set to its card, or
+:func:`local_gpu_cluster` on one machine) first times a calibration pair (:mod:`.calibration`),
+builds the measuring inputs and races the program's own lowerings; then it takes units of the
+planned variants as it finishes the last (:mod:`.scheduling`): each compiled on the cluster's
+``CPU`` workers or a pool of its host's cores, checked and timed on its GPU. A worker lost
+mid-run gives its units to another, and the report's :class:`ClusterRun` says which moved.
+Results come back as JSON (:mod:`.codec`) and are filed by plan position; the caller applies the
+one-process stopping rule over all of them and the one-process winner rule. Timings are
+comparable only on one GPU model, so a cluster of mixed models is refused. The result goes to
+the caller's cache like any other (``docs/scaling.md``: one cache for a team).
 
     >>> from dask.distributed import Client                          # doctest: +SKIP
     >>> best = graph.superoptimize(cluster=Client("tcp://gpu-host:8786"))   # doctest: +SKIP
@@ -14,15 +18,24 @@ merged result goes to the caller's cache like any other (``docs/scaling.md``: on
 from __future__ import annotations
 
 import json
+import os
 import time
+import uuid
+import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
-from .autotune import TuneFinished, TuneReport, TuneStarted, VariantDone, plan_variants
+from .autotune import TuneFinished, TuneReport, TuneStarted, VariantDone, VariantResult, plan_variants
+from .calibration import calibrate_gpu, calibration_outliers
 from .codec import decode, dumps, encode
+from .contenders import PROGRAM_LOWERINGS
+from .scheduling import Move, UnitScheduler, make_units
+from .stopping import STOP_MARGIN
 
-RESOURCE = "GPU"   # the worker resource that marks one GPU
+RESOURCE = "GPU"      # the worker resource that marks one GPU
+CPU_RESOURCE = "CPU"  # the worker resource that marks a compile worker
 _CLIENTS: dict[str, Any] = {}
 
 
@@ -48,7 +61,7 @@ def client_for(cluster: Any) -> Any:
 
 def gpu_workers(client: Any) -> list[str]:
     """Addresses of the workers that declare the ``GPU`` resource."""
-    info = client.scheduler_info()["workers"]
+    info = client.scheduler_info(n_workers=-1)["workers"]
     return sorted(a for a, w in info.items() if w.get("resources", {}).get(RESOURCE, 0) >= 1)
 
 
@@ -72,66 +85,477 @@ def _device_json() -> str:
     return json.dumps(device_info(), sort_keys=True)
 
 
-def _tune_share(program_json: str, candidate_jsons: list[str], kwargs: dict[str, Any]) -> str:
-    """On a GPU worker: autotune these candidates; the report as JSON."""
-    from ..ir.serialize import from_json
-    from .autotune import autotune
+# ----------------------------------------------------------------------------- what the report says of the run
+@dataclass
+class WorkerRecord:
+    """One GPU worker of the run: its GPU, its calibration times, what it measured, whether it was lost."""
 
-    inputs = kwargs.pop("inputs", None)
-    if inputs is not None:
+    address: str
+    device: str = ""
+    calibration: dict[str, Any] | None = None
+    units: int = 0
+    variants: int = 0
+    lost: bool = False
+
+
+@dataclass
+class ClusterRun:
+    """How a tuning was spread over a cluster (``TuneReport.cluster``).
+
+    ``workers``: every GPU worker that took part, with its calibration times (:mod:`.calibration`);
+    ``moved``: the units a lost worker gave back, which variants, from which worker to which;
+    ``calibration_warnings``: GPUs more than 3 % from the median on a calibration kernel;
+    ``reference``: the worker whose program lowerings and baselines the report carries.
+    """
+
+    workers: list[WorkerRecord]
+    moved: list[Move]
+    unit_variants: int
+    calibration_warnings: list[str]
+    compiled_on: str
+    reference: str
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One flat record per worker (JSON-ready): the calibration table."""
+        return [{"worker": w.address, "device": w.device, "units": w.units, "variants": w.variants, "lost": w.lost,
+                 **{k: round(v, 2) for k, v in (w.calibration or {}).items() if k.endswith("_us")}}
+                for w in self.workers]
+
+
+# ----------------------------------------------------------------------------- on a GPU worker
+_SESSIONS: dict[str, "_WorkerSession"] = {}   # run id -> this worker process's state for that run
+
+
+def _worker_address() -> str:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except ValueError:   # not in a Dask worker (the tests' in-process use)
+        return "local"
+
+
+class _WorkerSession:
+    """One run's state on one GPU worker: calibration, measuring inputs, the program's lowerings, compiled kernels.
+
+    Made by the worker's first task of the run, so a worker that joins late (or a restarted one)
+    builds its own; kept until :func:`_drop_task`.
+    """
+
+    def __init__(self, spec: dict[str, Any], lowerings: Sequence[str]) -> None:
         import torch
 
+        from ..ir.serialize import from_json
         from ..runtime.kernel import simulator_active
+        from .autotune import _Tuning
+        from .contenders import default_timer
+        from .inputs import measuring_inputs
 
-        if torch.cuda.is_available() and not simulator_active():
+        self.sim = simulator_active()
+        if not self.sim and not torch.cuda.is_available():
+            raise MirageLabError(f"the GPU worker {_worker_address()} sees no CUDA GPU: start it with "
+                                 "CUDA_VISIBLE_DEVICES=<its card> on a GPU host")
+        self.spec = spec
+        self.calibration = spec["calibrate"]() if spec["calibrate"] is not None else None   # on an idle GPU first
+        program = from_json(spec["program"])
+        inputs = spec["inputs"]
+        if inputs is not None and not self.sim:
             inputs = [x.to("cuda") for x in inputs]
-    report = autotune(from_json(program_json), [from_json(c) for c in candidate_jsons], inputs=inputs, **kwargs)
-    return dumps(encode(report))
+        timer = spec["timer"] if spec["timer"] is not None else default_timer()
+        mi = measuring_inputs(program, device="cpu" if self.sim else "cuda", inputs=inputs)
+        # no stopping rule here: the caller decides what is still worth measuring, over every worker's results
+        self.tn = _Tuning(program, [], mi, timer, spec["cache_dir"], spec["repeats"], None, lambda ev: None,
+                          time.monotonic())
+        self.tn.race_program(lowerings)
+        self.ready = time.time()   # the budget counts from here (torch.compile's own compile is outside it)
+        self.slot: dict[int, int] = {}    # plan index -> position in self.tn.results
+        self.pool: Any = None
+        self.device = "CUDA simulator" if self.sim else torch.cuda.get_device_name()
+
+    def info(self) -> dict[str, Any]:
+        return {"worker": _worker_address(), "device": self.device, "calibration": self.calibration,
+                "programs": self.tn.programs, "timed": self.tn.timer is not None, "policy": self.tn.mi.policy}
+
+    def _compile_here(self, items: list[tuple[int, Any]]) -> Any:
+        """``(index, seconds, error)`` as each variant compiles: in this host's pool of processes, or here."""
+        import multiprocessing as mp
+
+        from ..runtime.kernel import compile_and_launch
+
+        if self.sim:   # the simulator compiles as it checks (as the one-process tuner does there)
+            return ((gi, 0.0, None) for gi, _ in items)
+        args = [(gi, r.variant.graph.to_json(), self.spec["cache_dir"], r.variant.options.astuple()) for gi, r in items]
+        if len(items) == 1 or mp.current_process().daemon:
+            # one variant gains nothing from a pool; a daemonic worker (dask's default) may not start processes
+            return (compile_and_launch(a) for a in args)
+        if self.pool is None:
+            n = self.spec["compile_workers"] or max(1, (os.cpu_count() or 1) // max(1, self.spec["gpus_per_host"]))
+            self.pool = mp.get_context("spawn").Pool(n)
+        return self.pool.imap_unordered(compile_and_launch, args)
+
+    def measure(self, items: list[tuple[int, Any]], compiled: dict[int, tuple[float, str | None]] | None,
+                deadline: float) -> list[tuple[int, Any]]:
+        """Compile (unless ``compiled`` says it was done elsewhere), check and time each variant until ``deadline``."""
+        for gi, r in items:
+            self.tn.results.append(r)
+            self.slot[gi] = len(self.tn.results) - 1
+        stream = ((gi, *compiled[gi]) for gi, _ in items) if compiled is not None else self._compile_here(items)
+        for gi, secs, err in stream:
+            if time.time() > deadline:   # the budget ran out: the rest stay untried (compile_s None)
+                break
+            self.tn.finish(self.slot[gi], secs, err)
+        return [(gi, self.tn.results[self.slot[gi]]) for gi, _ in items]
+
+    def final(self, indices: list[int], final_repeats: int, reference: bool, baselines: str | bool) -> dict[str, Any]:
+        """The finalists this worker measured timed again; on the reference worker also the program and torch eager."""
+        from .autotune import _time
+        from .contenders import time_program
+
+        tn = self.tn
+        for gi in indices:
+            k = tn.kernels.get(self.slot.get(gi, -1))
+            if k is not None:
+                _time(tn.results[self.slot[gi]], k, tn.mi, final_repeats, tn.timer)
+        out: dict[str, Any] = {"results": [(gi, tn.results[self.slot[gi]]) for gi in indices if gi in self.slot]}
+        if reference:
+            from .contenders import program_lowerings_for
+
+            have = {p.lowering for p in tn.programs}
+            wanted = program_lowerings_for(tn.program, self.spec["program_lowerings"], tn.timer is not None)
+            missing = [x for x in wanted if x not in have]
+            if missing:   # the designated reference was lost: this worker stands in and races what it lacks
+                tn.race_program(missing)
+            for p in tn.programs:
+                if p.ok and p.timings:
+                    time_program(p, tn.timer, tn.mi, final_repeats)
+            out["eager"], out["baselines"] = tn.baselines(baselines, final_repeats)
+            out["programs"] = tn.programs
+        return out
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+
+
+def _session(run_id: str, spec: dict[str, Any], reference: bool = False) -> _WorkerSession:
+    s = _SESSIONS.get(run_id)
+    if s is None:
+        s = _SESSIONS[run_id] = _WorkerSession(spec, spec["program_lowerings" if reference else "plain_lowerings"])
+    return s
+
+
+def _start_task(run_id: str, spec: dict[str, Any], reference: bool) -> str:
+    """A GPU worker's first task of a run: calibrate, build the measuring inputs, race the program's lowerings.
+
+    Only the reference worker races every lowering (torch.compile's compile takes tens of seconds of
+    CPU); the others race the plain torch lowering, whose error sets the accuracy bar (as on one GPU).
+    """
+    return dumps(encode(_session(run_id, spec, reference).info()))
+
+
+def _measure_task(run_id: str, spec: dict[str, Any], items_json: str,
+                  compiled: dict[int, tuple[float, str | None]] | None) -> str:
+    """One unit on a GPU worker: its variants compiled, checked and timed; the results as JSON."""
+    s = _session(run_id, spec)
+    out = s.measure(decode(json.loads(items_json)), compiled, s.ready + spec["tune_seconds"])
+    return dumps(encode({"worker": _worker_address(), "results": out}))
+
+
+def _compile_task(items_json: str, cache_dir: str | None) -> dict[int, tuple[float, str | None]]:
+    """On a ``CPU`` worker (of a GPU host that shares the kernel cache): compile and launch a unit's variants once."""
+    from ..runtime.kernel import compile_and_launch
+
+    out = {}
+    for gi, r in decode(json.loads(items_json)):
+        _, secs, err = compile_and_launch((gi, r.variant.graph.to_json(), cache_dir, r.variant.options.astuple()))
+        out[gi] = (secs, err)
+    return out
+
+
+def _final_task(run_id: str, indices: list[int], final_repeats: int, reference: bool, baselines: str | bool) -> str:
+    s = _SESSIONS[run_id]
+    return dumps(encode(s.final(indices, final_repeats, reference, baselines)))
+
+
+def _drop_task(run_id: str) -> None:
+    s = _SESSIONS.pop(run_id, None)
+    if s is not None:
+        s.close()
+
+
+# ----------------------------------------------------------------------------- the caller's side
+def cpu_workers(client: Any) -> list[str]:
+    """Addresses of the workers that declare the ``CPU`` resource (compile workers)."""
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    return sorted(a for a, w in info.items() if w.get("resources", {}).get(CPU_RESOURCE, 0) >= 1)
+
+
+def still_possible(results: Sequence[VariantResult], program_us: float, stop_margin: float | None) -> set[int]:
+    """Plan indices not yet tried that the calibrated cost model still rates as possible winners (:mod:`.stopping`).
+
+    The same rule as the one-process autotuner, over every worker's results: ``program_us`` is the
+    fastest program lowering measured; ``stop_margin=None`` keeps every untried variant.
+    """
+    from .stopping import possible_winners
+
+    pending = [i for i, r in enumerate(results) if r.compile_s is None]
+    if stop_margin is None:
+        return set(pending)
+    best = min([r.median_us for r in results if r.ok and r.timings] + [program_us])
+    items = [((r.variant.candidate, r.variant.options.mma, r.variant.threads), r.estimate.us,
+              r.median_us if r.ok and r.timings else None) for r in results]
+    return set(possible_winners(items, best_us=best, margin=stop_margin, pending=pending))
+
+
+def first_correct_settled(results: Sequence[VariantResult]) -> bool:
+    """Untimed (simulator) runs: a correct variant is known and every variant before it in plan order was tried,
+    so the one-process rule (the first correct variant in cost-model order) has its answer."""
+    for r in results:
+        if r.compile_s is None:
+            return False
+        if r.ok:
+            return True
+    return False
+
+
+def best_variant(results: Sequence[VariantResult], timed: bool) -> VariantResult | None:
+    """The autotuner's rule: the fastest correct timed variant (ties: the lower estimate, then plan order)."""
+    ok = [r for r in results if r.ok and (not timed or r.timings)]
+    return min(ok, key=lambda r: (r.median_us, r.estimate.us)) if ok else None
+
+
+WORKER_WAIT_S = 30.0   # how long a cluster left without GPU workers is given for one to join (or restart)
+MAX_MOVES = 3   # a unit that has lost this many workers is the cause, not their victim: it is given up
 
 
 def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph], cluster: Any, *,
                         tune_seconds: float = 60.0, workers: int | None = None, inputs: Sequence[Any] | None = None,
-                        baselines: str | bool = "eager",
-                        on_event: Callable[[Any], None] | None = None) -> TuneReport:
-    """:func:`~.autotune.autotune` with the candidates shared among the cluster's GPU workers; one merged report.
+                        baselines: str | bool = "eager", on_event: Callable[[Any], None] | None = None,
+                        timer: Any = None, calibrate: Callable[[], dict[str, Any] | None] | None = calibrate_gpu,
+                        unit_variants: int = 4, depth: int = 2, max_variants: int | None = None,
+                        repeats: int = 100, final_repeats: int = 300, finalists: int = 3,
+                        stop_margin: float | None = STOP_MARGIN,
+                        program_lowerings: Sequence[str] = PROGRAM_LOWERINGS,
+                        cache_dir: str | os.PathLike | None = None, poll_s: float = 0.2) -> TuneReport:
+    """:func:`~.autotune.autotune` spread over the cluster's GPU workers in small units; one report.
 
-    ``workers``: compile processes per GPU worker. Events: :class:`TuneStarted` (every variant
-    planned), a :class:`VariantDone` per variant as each worker's share comes back, :class:`TuneFinished`.
+    The planned variants are cut into units of ``unit_variants``; each GPU worker holds up to
+    ``depth`` units and asks for more as it finishes (:mod:`.scheduling`), so a faster GPU
+    measures more. A worker that leaves gives its units back to the others, and
+    ``report.cluster.moved`` says which. Before each unit is sent, variants the cost model no
+    longer rates as possible winners (over every worker's results) are dropped, as the
+    one-process tuner does; the finalists are timed again on the worker that holds them, and the
+    winner is chosen by the autotuner's rule. Every GPU worker first times a calibration pair
+    (``calibrate``; ``None`` skips it): a GPU more than 3 % from the median is warned about.
+
+    Compiles run on the cluster's ``CPU`` workers where it has some (they must share the GPU
+    hosts' kernel cache), else in a pool of ``workers`` processes on each GPU worker's host.
+    ``timer``: the hook the tests use to give fake timings (a picklable object with the
+    :class:`~.contenders.Timer` methods; default CUDA-graph timing on each worker's GPU).
+
+        >>> rep = autotune_on_cluster(program, candidates, "tcp://gpu-host:8786")     # doctest: +SKIP
+        >>> rep.cluster.rows(), rep.cluster.moved                                    # doctest: +SKIP
     """
+    from dask.distributed import wait
+
+    from ..runtime.profile import floor_us
+
     emit = on_event or (lambda ev: None)
     if not candidates:
         raise MirageLabError("autotune: no candidates to tune")
     client = client_for(cluster)
-    gpus = gpu_workers(client)
-    if not gpus:
+    if not gpu_workers(client):
         cluster_device(client)  # raises, saying how to start GPU workers
-    shares = [list(range(len(candidates)))[i::len(gpus)] for i in range(min(len(gpus), len(candidates)))]
-    planned = len(plan_variants(candidates))
+    planned = plan_variants(candidates, max_variants=max_variants)
+    results = [VariantResult(v, e) for v, e in planned]
+    sched = UnitScheduler(make_units(len(results), size=unit_variants), depth=depth, max_moves=MAX_MOVES)
+    run_id = f"mirage_lab-tune-{uuid.uuid4().hex[:12]}"
+    hosts: dict[str, int] = {}
+    for w in gpu_workers(client):
+        host = w.rsplit(":", 1)[0]
+        hosts[host] = hosts.get(host, 0) + 1
+    spec = dict(program=program.to_json(), inputs=None if inputs is None else [x.detach().cpu() for x in inputs],
+                timer=timer, calibrate=calibrate, cache_dir=None if cache_dir is None else str(cache_dir),
+                repeats=repeats, program_lowerings=tuple(program_lowerings), compile_workers=workers,
+                plain_lowerings=tuple(x for x in program_lowerings if x == "torch") or tuple(program_lowerings),
+                tune_seconds=tune_seconds,
+                gpus_per_host=max(hosts.values()))
+    [spec_f] = client.scatter([spec], broadcast=True, hash=False)
+    compilers = cpu_workers(client)
     t0 = time.monotonic()
-    emit(TuneStarted(planned, len(candidates), tune_seconds, len(shares), "per worker"))
-    futures = []
-    for w, share in enumerate(shares):
-        kw = dict(tune_seconds=tune_seconds, workers=workers, baselines=baselines if w == 0 else False,
-                  inputs=None if inputs is None else [x.detach().cpu() for x in inputs])
-        futures.append(client.submit(_tune_share, program.to_json(), [candidates[i].to_json() for i in share], kw,
-                                     resources={RESOURCE: 1}, pure=False, key=f"mirage_lab-tune-{w}-{time.time_ns()}"))
-    reports: list[tuple[int, TuneReport]] = []
+    emit(TuneStarted(len(results), len(candidates), tune_seconds, len(gpu_workers(client)), "per unit"))
+    futs: dict[Any, tuple[str, str, int | None]] = {}     # future -> (kind, worker, unit id)
+    records: dict[str, WorkerRecord] = {}
+    infos: dict[str, dict[str, Any]] = {}
+    reason = "every planned variant was measured"
     done = 0
-    from dask.distributed import as_completed
+    alone_since: float | None = None
+    budget_from: float | None = None   # when the first worker was ready (its program lowerings raced)
+    designated: str | None = None      # the reference worker: it races every program lowering and times torch eager
 
-    for fut in as_completed(futures):
-        w = futures.index(fut)
-        rep = decode(json.loads(fut.result()))
-        for r in rep.results:          # number the candidates as the caller did
-            r.variant.candidate = shares[w][r.variant.candidate]
-            if r.compile_s is not None:  # tried (a variant left when the budget ran out was not)
-                done += 1
-                emit(VariantDone(r, done, planned, time.monotonic() - t0))
-        reports.append((w, rep))
-    report = merge_reports([rep for _, rep in sorted(reports, key=lambda p: p[0])], seconds=time.monotonic() - t0)
+    def drop_worker(w: str, why: str) -> None:
+        records[w].lost = True
+        sched.lose(w, why)
+        for uid in sched.given_up:   # it kills workers: its variants say so instead of killing more
+            for i in sched.by_id[uid].variants:
+                if results[i].compile_s is None:
+                    results[i].error = f"given up: {MAX_MOVES} workers were lost while it was measured"
+        gone = [f for f, (_, fw, _) in futs.items() if fw == w]
+        for f in gone:
+            del futs[f]
+        client.cancel(gone)
+
+    try:
+        while True:
+            live = gpu_workers(client)
+            for w in [w for w in sched.held if w not in live and w not in sched.lost]:
+                drop_worker(w, "worker left the cluster")
+            for w in live:
+                if w not in records:
+                    records[w] = WorkerRecord(w)
+                    designated = designated or w
+                    f = client.submit(_start_task, run_id, spec_f, w == designated, workers=[w],
+                                      resources={RESOURCE: 1}, pure=False, key=f"{run_id}-start-{len(records)}")
+                    futs[f] = ("start", w, None)
+            timed = any(i["timed"] for i in infos.values())
+            if time.monotonic() - (t0 if budget_from is None else budget_from) > tune_seconds:
+                reason = f"tune_seconds ({tune_seconds:g} s) ran out"
+                break
+            if infos and not timed and first_correct_settled(results):
+                reason = "not timed (CUDA simulator): the first correct variant in cost-model order"
+                break
+            prog_us = min((p.median_us for i in infos.values() for p in i["programs"] if p.ok and p.timings),
+                          default=float("inf"))
+            possible = still_possible(results, prog_us, stop_margin if timed else None)
+            for w, unit in sched.assign(live):
+                todo = [i for i in unit.variants if i in possible]
+                if not todo:
+                    sched.skip(w, unit.id)
+                    continue
+                items = dumps(encode([(i, results[i]) for i in todo]))
+                compiled = None
+                if compilers:
+                    compiled = client.submit(_compile_task, items, spec["cache_dir"], resources={CPU_RESOURCE: 1},
+                                             pure=False, key=f"{run_id}-compile-{unit.id}-{time.time_ns()}")
+                f = client.submit(_measure_task, run_id, spec_f, items, compiled, workers=[w],
+                                  resources={RESOURCE: 1}, pure=False, key=f"{run_id}-unit-{unit.id}-{time.time_ns()}")
+                futs[f] = ("unit", w, unit.id)
+            if sched.complete and not any(k == "start" for k, _, _ in futs.values()):
+                if timed and sched.skipped:
+                    reason = (f"the best measured can no longer change: none of the variants left is rated a possible "
+                              f"winner (calibrated estimate within {1 + (stop_margin or 0):.2f}× of the best)")
+                break
+            if live or futs:
+                alone_since = None
+            elif alone_since is None:
+                alone_since = time.monotonic()
+            elif time.monotonic() - alone_since > WORKER_WAIT_S:  # none came back (a nanny restarts a dead worker)
+                raise MirageLabError("every GPU worker of the cluster was lost: no worker left to measure on "
+                                     f"({len(sched.lost)} lost: {', '.join(sched.lost)})")
+            if futs:
+                try:
+                    wait(list(futs), timeout=poll_s, return_when="FIRST_COMPLETED")
+                except TimeoutError:   # nothing finished: look for lost and new workers again
+                    pass
+            else:
+                time.sleep(poll_s)
+            for f in [f for f in futs if f.done()]:
+                if f not in futs:   # dropped with its lost worker a moment ago
+                    continue
+                kind, w, uid = futs.pop(f)
+                if f.status != "finished":
+                    exc = f.exception() if f.status == "error" else None
+                    if w in gpu_workers(client) and exc is not None and type(exc).__name__ != "KilledWorker":
+                        raise MirageLabError(f"tuning failed on the GPU worker {w}: {type(exc).__name__}: {exc}") from exc
+                    drop_worker(w, f"worker lost ({type(exc).__name__ if exc else f.status})")
+                    continue
+                payload = decode(json.loads(f.result()))
+                if kind == "start":
+                    infos[w] = payload
+                    if budget_from is None:   # as on one GPU, torch.compile's own compile is not in the budget
+                        budget_from = time.monotonic()
+                    records[w].device, records[w].calibration = payload["device"], payload["calibration"]
+                    continue
+                sched.done(w, uid)  # type: ignore[arg-type]
+                records[w].units += 1
+                for gi, r in payload["results"]:
+                    results[gi] = r
+                    if r.compile_s is not None:
+                        done += 1
+                        records[w].variants += 1
+                        emit(VariantDone(r, done, len(results), time.monotonic() - t0))
+        for f in futs:
+            f.cancel()
+        futs.clear()
+        sched.drop_pending()
+        report = _finish(program, results, sched, records, infos, client, run_id, designated, reason=reason, t0=t0,
+                         tune_seconds=tune_seconds, finalists=finalists, final_repeats=final_repeats,
+                         baselines=baselines, unit_variants=unit_variants, compiled_on=(
+                             f"{len(compilers)} CPU workers" if compilers else "each GPU worker's host"),
+                         floor=floor_us(program))
+    finally:
+        client.cancel(list(futs))
+        try:
+            client.run(_drop_task, run_id, workers=gpu_workers(client))
+        except Exception:  # a worker gone meanwhile has nothing left to drop
+            pass
     emit(TuneFinished(report))
     return report
 
+
+def _finish(program: KernelGraph, results: list[VariantResult], sched: UnitScheduler,
+            records: dict[str, WorkerRecord], infos: dict[str, dict[str, Any]], client: Any, run_id: str,
+            designated: str | None, *,
+            reason: str, t0: float, tune_seconds: float, finalists: int, final_repeats: int,
+            baselines: str | bool, unit_variants: int, compiled_on: str, floor: float) -> TuneReport:
+    """The finalists timed again where their kernels are, the reference worker's baselines; the merged report."""
+    live = set(gpu_workers(client))
+    started = [w for w in infos if w in live] or list(infos)
+    if not started:
+        raise MirageLabError("no GPU worker of the cluster started the tuning (each was lost first)")
+    devices = {infos[w]["device"] for w in infos}
+    if len(devices) > 1:
+        raise MirageLabError(f"workers timed on different devices ({sorted(devices)}): their timings cannot be compared")
+    ref = designated if designated in started else started[0]
+    timed = infos[ref]["timed"]
+    programs, eager, base = infos[ref]["programs"], None, {}
+    if timed:
+        ok = sorted((i for i, r in enumerate(results) if r.ok and r.timings), key=lambda i: results[i].median_us)
+        by_worker: dict[str, list[int]] = {ref: []}
+        for i in ok[:finalists]:
+            w = sched.worker_of(i)
+            if w in live:   # a finalist whose worker was lost keeps its first timing
+                by_worker.setdefault(w, []).append(i)   # type: ignore[arg-type]
+        futs = {client.submit(_final_task, run_id, idx, final_repeats, w == ref, baselines, workers=[w],
+                              resources={RESOURCE: 1}, pure=False, key=f"{run_id}-final-{w}"): w
+                for w, idx in by_worker.items()}
+        for f, w in futs.items():
+            try:
+                out = decode(json.loads(f.result()))
+            except Exception as e:  # a worker lost now: its finalists keep their first timings
+                reason += f"; the final round on {w} was lost ({type(e).__name__})"
+                continue
+            for gi, r in out["results"]:
+                results[gi] = r
+            if w == ref:
+                programs, eager, base = out["programs"], out["eager"], out["baselines"]
+    table = {w: r.calibration for w, r in records.items()}
+    warned = calibration_outliers(table)
+    for line in warned:
+        warnings.warn(f"GPU timings may not be comparable: {line}", stacklevel=3)
+    took_part = [r for a, r in records.items() if a in infos or r.lost or r.units]   # not one that joined at the end
+    run = ClusterRun(workers=took_part, moved=list(sched.moves), unit_variants=unit_variants,
+                     calibration_warnings=warned, compiled_on=compiled_on, reference=ref)
+    untried = sum(r.compile_s is None for r in results)
+    if untried and "ran out" in reason:
+        reason += f" with {untried} of {len(results)} variants not measured"
+    if sched.moves:
+        again = sum(sched.finished.get(m.unit) == m.to_worker for m in sched.moves)
+        reason += f"; {len(sched.moves)} unit(s) given back by lost workers, {again} measured by another"
+    return TuneReport(results, best_variant(results, timed), base, floor, infos[ref]["policy"],
+                      time.monotonic() - t0, tune_seconds, untried, infos[ref]["device"], timed=timed,
+                      programs=programs, eager=eager, stop_reason=reason, cluster=run)
 
 def merge_reports(reports: Sequence[TuneReport], *, seconds: float) -> TuneReport:
     """One report from the workers' reports (the first one's baselines; the fastest correct variant of all wins)."""
@@ -159,4 +583,58 @@ def merge_reports(reports: Sequence[TuneReport], *, seconds: float) -> TuneRepor
                       stop_reason="; ".join(sorted({r.stop_reason for r in reports if r.stop_reason})))
 
 
-__all__ = ["autotune_on_cluster", "merge_reports", "cluster_device", "gpu_workers", "client_for", "RESOURCE"]
+__all__ = ["autotune_on_cluster", "merge_reports", "cluster_device", "gpu_workers", "cpu_workers", "client_for",
+           "local_gpu_cluster", "kill_worker", "ClusterRun", "WorkerRecord", "still_possible", "best_variant", "RESOURCE", "CPU_RESOURCE"]
+
+
+def _exit_soon(code: int) -> None:
+    import threading
+
+    threading.Timer(0.05, os._exit, (code,)).start()   # after the reply, so the caller's run() returns
+
+
+def kill_worker(client: Any, address: str, code: int = 1) -> None:
+    """End a worker's process as a crash would (``os._exit``): the fault the tests and the benchmark inject.
+
+        >>> kill_worker(client, gpu_workers(client)[-1])                  # doctest: +SKIP
+    """
+    client.run(_exit_soon, code, workers=[address])
+
+
+def local_gpu_cluster(gpus: int | Sequence[int] | None = None, *, per_gpu: int = 1, cpu_workers: int = 0,
+                      env: dict[str, str] | None = None, silence_logs: int | bool = 30) -> Any:
+    """A Dask cluster on this machine for :func:`autotune_on_cluster`: one worker process per GPU, pinned to it.
+
+    Each worker has one thread, the resource ``GPU=1`` and ``CUDA_VISIBLE_DEVICES`` set to its card
+    (``gpus``: a count, the device numbers, or every visible GPU); ``per_gpu`` workers share each
+    card (to check the protocol on one GPU); ``cpu_workers`` adds compile workers (``CPU=1``);
+    ``env``: more environment for every worker process (e.g. ``MIRAGE_LAB_CACHE``).
+    Worker processes are started non-daemonic so each can start its pool of compile processes.
+
+        >>> with local_gpu_cluster() as lc, Client(lc) as client:                    # doctest: +SKIP
+        ...     rep = autotune_on_cluster(program, candidates, client)
+    """
+    import dask
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    if gpus is None:
+        import torch
+
+        gpus = torch.cuda.device_count()
+        if not gpus:
+            raise MirageLabError("local_gpu_cluster: this machine has no CUDA GPU; pass gpus= to name devices")
+    ids = list(range(gpus)) if isinstance(gpus, int) else list(gpus)
+    if not ids or per_gpu < 1 or cpu_workers < 0:
+        raise MirageLabError(f"local_gpu_cluster needs at least one GPU and per_gpu >= 1 (got gpus={gpus!r}, "
+                             f"per_gpu={per_gpu}, cpu_workers={cpu_workers})")
+    # a daemonic process may not have children (its compile pool); set for good: the nanny reads it at each restart
+    dask.config.set({"distributed.worker.daemon": False})
+    workers: dict[str, Any] = {
+        f"gpu{d}-{k}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {RESOURCE: 1},
+                                                  "env": {**(env or {}), "CUDA_VISIBLE_DEVICES": str(d)}}}
+        for d in ids for k in range(per_gpu)}
+    workers.update({f"cpu{k}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {CPU_RESOURCE: 1},
+                                                          "env": dict(env or {})}}
+                    for k in range(cpu_workers)})
+    return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": ":0"}},
+                       silence_logs=silence_logs)

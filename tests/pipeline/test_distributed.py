@@ -70,3 +70,75 @@ def test_merged_reports_keep_every_variant_and_the_fastest_wins():
 def test_timings_from_different_gpus_are_not_merged():
     with pytest.raises(MirageLabError, match="different devices"):
         merge_reports([_report("NVIDIA H100", 9.0, 0), _report("NVIDIA A100", 7.0, 1)], seconds=1.0)
+
+
+# Two worker processes sharing one (simulated) GPU and one compile worker (CPU=1), the timings from a fake timer handed to
+# autotune_on_cluster's ``timer=`` hook: the first variant timed anywhere kills its worker
+# (os._exit, as a crashed driver would); one worker calibrates 10 % slow.
+KILLED = '''
+import json, os, warnings, zlib
+from dask.distributed import Client
+from mirage_lab import examples as ex
+from mirage_lab.pipeline.autotune import autotune
+from mirage_lab.pipeline.distributed import autotune_on_cluster, local_gpu_cluster
+from mirage_lab.runtime.profile import Timing
+
+def first(path):   # True in exactly one process: the one that creates the file
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL))
+        return True
+    except FileExistsError:
+        return False
+
+class FakeTimer:
+    def __init__(self, kill=None):
+        self.kill = kill
+    def graph(self, name, check_inputs, capture, inputs, repeats):
+        check_inputs(inputs)
+        if "/t" in name and self.kill and first(self.kill):
+            os._exit(3)
+        us = 5.0 + zlib.crc32(name.encode()) % 1000 / 100 if "/t" in name else 40.0   # the same in every process
+        return Timing(name, "cuda_graph", us, us, us, repeats)
+    def eager(self, name, fn, inputs, repeats):
+        return Timing(name, "eager", 60.0, 60.0, 60.0, repeats)
+
+class Calibrate:
+    def __init__(self, slow):
+        self.slow = slow
+    def __call__(self):
+        return {"copy_us": 110.0 if first(self.slow) else 100.0, "matmul_us": 30.0}
+
+if __name__ == "__main__":
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    cands = [ex.rms_norm_linear_fused(4, 64, 64, grid=4, forloop_range=4)]
+    kw = dict(max_variants=2, program_lowerings=("torch",), stop_margin=None, tune_seconds=600)   # a ceiling only
+    one = autotune(g, cands, timer=FakeTimer(), **kw)
+    with local_gpu_cluster(gpus=[0], per_gpu=2, cpu_workers=1) as lc, Client(lc) as client, \\
+            warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        rep = autotune_on_cluster(g, cands, client, timer=FakeTimer(os.path.abspath("kill")),
+                                  calibrate=Calibrate(os.path.abspath("slow")), unit_variants=1, **kw)
+    run = rep.cluster
+    print("RESULTS " + json.dumps({
+        "one": one.chosen.variant.tag, "one_us": one.chosen_us, "many": rep.chosen.variant.tag, "many_us": rep.chosen_us,
+        "planned": len(rep.results), "tried": sum(r.compile_s is not None for r in rep.results),
+        "compiled_on": run.compiled_on, "compile_s": [r.compile_s for r in rep.results],
+        "timed": sum(bool(r.timings) for r in rep.results), "untried": rep.untried,
+        "killed": os.path.exists("kill"), "workers": run.rows(), "reason": rep.stop_reason,
+        "moved": [[m.unit, m.variants, m.from_worker, m.to_worker] for m in run.moved],
+        "lost": [w.address for w in run.workers if w.lost], "cal_warnings": run.calibration_warnings,
+        "warned": [str(w.message) for w in warned if "comparable" in str(w.message)], "ref": run.reference}))
+'''
+
+
+def test_a_worker_killed_mid_run_loses_no_variant_and_the_winner_is_the_one_process_winner(tmp_path):
+    r = run_python(KILLED, tmp_path, timeout=300)
+    assert r["killed"] and len(r["lost"]) == 1
+    assert r["compiled_on"] == "1 CPU workers" and all(s and s > 0 for s in r["compile_s"]), r   # on the CPU worker
+    assert r["planned"] == r["tried"] == r["timed"] == 2 and r["untried"] == 0, r     # nothing lost
+    assert r["moved"] and all(m[2] == r["lost"][0] and m[3] not in (None, m[2]) for m in r["moved"])
+    assert f"{len(r['moved'])} unit(s) given back by lost workers, {len(r['moved'])} measured by another" in r["reason"]
+    assert r["many"] == r["one"] and r["many_us"] == r["one_us"]
+    assert sum(w["variants"] for w in r["workers"]) == 2 and r["ref"] not in r["lost"]
+    assert len(r["cal_warnings"]) == 1 and "copy_us 110.00 µs is 10.0 % from the median 100.00" in r["cal_warnings"][0]
+    assert r["warned"] and r["cal_warnings"][0] in r["warned"][0]

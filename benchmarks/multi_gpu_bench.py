@@ -1,0 +1,194 @@
+"""Issue 23: the suite's tuning spread over 1, 2, 4, 8 GPUs of one host; speed-up per GPU, winners, calibration.
+
+For each N (default: 1, 2, 4, 8 up to ``torch.cuda.device_count()``) a fresh local cluster of N
+worker processes, one per GPU (``mirage_lab.pipeline.distributed.local_gpu_cluster``: resource
+``GPU=1``, ``CUDA_VISIBLE_DEVICES`` pinned), tunes every selected suite program with
+``autotune_on_cluster``. The candidates are the ones ``superoptimize`` would tune: the search's result
+from the persistent cache (fill it first with ``suite_bench.py --search-only``; a program not in it is
+searched here, outside the timed part), shortlisted to ``--max-candidates``. Each N compiles into a
+kernel cache of its own (and torch.compile into an inductor cache of its own), so no N reuses another's
+compiles. Printed per N: the tuning wall time (all programs), the speed-up over N=1 and per GPU against
+linear (target >= 0.8), whether each program's winner is N=1's, and each GPU's calibration times.
+
+    python benchmarks/multi_gpu_bench.py --only 'llama*' --gpus 1,2,4 --out multi_gpu.md
+    python benchmarks/multi_gpu_bench.py --only rmsnorm_llama3_8b_decode --workers-share-gpu 2 --kill-one
+
+``--workers-share-gpu K`` runs K workers on each GPU (on a one-GPU machine: the protocol and the fault
+handling, not a speed-up). ``--kill-one`` kills one GPU worker (``os._exit``) after the first variant
+result of each program's run with N >= 2 workers, and checks that every variant it held was measured
+by another (the report's ``cluster.moved``).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import suite  # noqa: E402  (benchmarks/suite)
+
+
+def candidates_of(p: suite.SuiteProgram, max_candidates: int, log) -> tuple[Any, list]:
+    """The program and the shortlist superoptimize would tune (the search from the persistent cache)."""
+    from mirage_lab.pipeline.selection import shortlist
+
+    program = p.build()
+    t0 = time.perf_counter()
+    best = program.superoptimize(p.config, tune=False, search_seconds=p.search_seconds, progress=False)
+    res = best.search_result
+    picks = shortlist(res.candidates, max_candidates) or list(range(min(max_candidates, len(res.candidates))))
+    log(f"  {p.name}: {len(res.candidates)} candidates ({time.perf_counter() - t0:.1f} s, cache or search), "
+        f"tuning {len(picks)}")
+    return program, [res.candidates[i] for i in picks]
+
+
+def winner_tag(rep: Any) -> str:
+    c = rep.chosen
+    return "none" if c is None else c.variant.tag if rep.winner == "μGraph" else c.lowering
+
+
+def killer(client: Any, kill: bool, log):
+    """An ``on_event`` that, when ``kill``, ends one GPU worker's process after the first variant result."""
+    from mirage_lab.pipeline.autotune import VariantDone
+    from mirage_lab.pipeline.distributed import gpu_workers, kill_worker
+
+    state = {"done": not kill, "victim": None}
+
+    def on_event(ev: Any) -> None:
+        if state["done"] or not isinstance(ev, VariantDone):
+            return
+        workers = gpu_workers(client)
+        if len(workers) < 2:
+            return
+        state["done"], state["victim"] = True, workers[-1]
+        log(f"    killing {workers[-1]} (os._exit) after {ev.done} variants")
+        kill_worker(client, workers[-1])
+
+    return on_event, state
+
+
+def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log) -> dict:
+    """Every program tuned on a fresh cluster of ``n_gpus`` GPUs (``per_gpu`` workers each)."""
+    from dask.distributed import Client
+
+    from mirage_lab.pipeline.distributed import autotune_on_cluster, local_gpu_cluster
+
+    scratch = Path(tempfile.mkdtemp(prefix=f"multi_gpu_n{n_gpus}_"))
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor")}
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {"gpus": n_gpus, "workers": n_gpus * per_gpu, "programs": {}}
+    with local_gpu_cluster(list(range(n_gpus)), per_gpu=per_gpu, env=env) as lc, Client(lc) as client:
+        client.wait_for_workers(n_gpus * per_gpu, timeout=300)
+        out["cluster_start_s"] = time.perf_counter() - t0
+        tune_total = 0.0
+        for p, program, cands in work:
+            on_event, kstate = killer(client, a.kill_one and n_gpus * per_gpu >= 2, log)
+            t1 = time.perf_counter()
+            try:
+                rep = autotune_on_cluster(program, cands, client, tune_seconds=a.tune_seconds, workers=a.compile_workers,
+                                          unit_variants=a.unit_variants, on_event=on_event,
+                                          cache_dir=scratch / "kernels")
+            except Exception as e:
+                traceback.print_exc()
+                out["programs"][p.name] = {"error": f"{type(e).__name__}: {e}"}
+                continue
+            secs = time.perf_counter() - t1
+            tune_total += secs
+            run = rep.cluster
+            moved_vars = [i for m in run.moved for i in m.variants]
+            rec = {"tune_s": secs, "winner": winner_tag(rep), "chosen_us": rep.chosen_us, "variants": len(rep.results),
+                   "measured": sum(r.compile_s is not None for r in rep.results), "untried": rep.untried,
+                   "stop_reason": rep.stop_reason, "calibration": run.rows(), "warnings": run.calibration_warnings,
+                   "moved_units": len(run.moved), "moved_variants": len(moved_vars),
+                   "moved_measured": sum(rep.results[i].compile_s is not None for i in moved_vars),
+                   "killed": kstate["victim"]}
+            out["programs"][p.name] = rec
+            log(f"    N={n_gpus}: {p.name} {secs:.1f} s, winner {rec['winner']} ({rep.chosen_us or float('nan'):.2f} µs), "
+                f"{rec['measured']}/{rec['variants']} measured"
+                + (f"; killed {kstate['victim']}: {len(run.moved)} units moved, "
+                   f"{rec['moved_measured']}/{len(moved_vars)} of their variants measured elsewhere"
+                   if kstate["victim"] else ""))
+        out["tune_s"] = tune_total
+    return out
+
+
+def table(runs: list[dict], device: str) -> str:
+    base = runs[0]
+    lines = [f"Tuning wall time on {device}, {datetime.date.today()} (benchmarks/multi_gpu_bench.py)", "",
+             "| GPUs | workers | tuning s | speed-up vs 1 | per GPU vs linear | winners as N=1 |",
+             "|---:|---:|---:|---:|---:|---|"]
+    for r in runs:
+        sp = base["tune_s"] / r["tune_s"] if r.get("tune_s") else float("nan")
+        same = [n for n, x in r["programs"].items() if x.get("winner") == base["programs"].get(n, {}).get("winner")]
+        lines.append(f"| {r['gpus']} | {r['workers']} | {r.get('tune_s', float('nan')):.1f} | {sp:.2f}× | "
+                     f"{sp / r['gpus']:.2f} | {len(same)}/{len(r['programs'])} |")
+    lines += ["", "Calibration (µs, median of 50; copy 256 MiB, fp16 matmul 2048³), the largest run:", "",
+              "| worker | device | copy µs | matmul µs |", "|---|---|---:|---:|"]
+    last = runs[-1]
+    first_prog = next((x for x in last["programs"].values() if "calibration" in x), None)
+    for row in (first_prog or {}).get("calibration", []):
+        lines.append(f"| {row['worker']} | {row['device']} | {row.get('copy_us', '-')} | {row.get('matmul_us', '-')} |")
+    warned = sorted({w for r in runs for x in r["programs"].values() for w in x.get("warnings", [])})
+    lines += ["", "Calibration warnings: " + ("; ".join(warned) if warned else "none")]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default=None, help="comma-separated suite names or globs (default: every program)")
+    ap.add_argument("--gpus", default=None, help="comma-separated GPU counts (default 1,2,4,8 up to the devices)")
+    ap.add_argument("--workers-share-gpu", type=int, default=1, metavar="K", help="K worker processes per GPU")
+    ap.add_argument("--kill-one", action="store_true", help="kill one GPU worker mid-run (N >= 2 workers)")
+    ap.add_argument("--tune-seconds", type=float, default=600.0, help="tune_seconds ceiling per program")
+    ap.add_argument("--max-candidates", type=int, default=8, help="superoptimize's max_candidates")
+    ap.add_argument("--unit-variants", type=int, default=4, help="variants per unit of work")
+    ap.add_argument("--compile-workers", type=int, default=None,
+                    help="compile processes per GPU worker (default: the host's cores / GPUs)")
+    ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
+    ap.add_argument("--json", type=Path, default=None, help="write every record here")
+    a = ap.parse_args(argv)
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("multi_gpu_bench needs CUDA GPUs", file=sys.stderr)
+        return 2
+    have = torch.cuda.device_count()
+    counts = [int(x) for x in a.gpus.split(",")] if a.gpus else [n for n in (1, 2, 4, 8) if n <= have]
+    if max(counts) > have:
+        print(f"--gpus asks for {max(counts)} GPUs; this machine has {have}", file=sys.stderr)
+        return 2
+    device = f"{have}× {torch.cuda.get_device_name()}"
+    log(f"{datetime.date.today()} {device}, torch {torch.__version__}; N = {counts}, {a.workers_share_gpu} worker(s) per GPU")
+    work = []
+    for p in suite.select(a.only):
+        program, cands = candidates_of(p, a.max_candidates, log)
+        if cands:
+            work.append((p, program, cands))
+    runs = []
+    for n in counts:
+        log(f"== N={n}")
+        runs.append(run_n(n, a.workers_share_gpu, work, a, log))
+        log(f"   N={n}: tuning {runs[-1].get('tune_s', float('nan')):.1f} s (cluster start {runs[-1]['cluster_start_s']:.1f} s)")
+    text = table(runs, device)
+    print(text)
+    if a.out:
+        a.out.write_text(text + "\n")
+    if a.json:
+        a.json.write_text(json.dumps(runs, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

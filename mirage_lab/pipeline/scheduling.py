@@ -1,0 +1,158 @@
+"""Handing tuning work to GPU workers in small units: a fast GPU takes more, a lost worker's units move.
+
+Plain bookkeeping, no Dask: :mod:`.distributed` drives it with the cluster's futures, and the
+tests drive it with fake workers. The planned variants (:func:`~.autotune.plan_variants`, the
+order a time budget spends on them) are cut into :class:`Unit` s of a few variants each. A
+worker asks for work whenever it has fewer than ``depth`` units in hand (pull, not fixed
+shares: a GPU that finishes sooner asks sooner). A worker that leaves gives its units back to
+the front of the queue, and each such move is recorded, so the report can say which units
+moved and from which worker.
+
+    >>> s = UnitScheduler(make_units(5, size=2), depth=1)
+    >>> s.assign(["w0", "w1"])
+    [('w0', Unit(id=0, variants=(0, 1))), ('w1', Unit(id=1, variants=(2, 3)))]
+    >>> s.lose("w1")                      # w1 died with unit 1 in hand: it goes back first
+    [Unit(id=1, variants=(2, 3))]
+    >>> s.done("w0", 0); s.assign(["w0"])
+    [('w0', Unit(id=1, variants=(2, 3)))]
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from ..errors import MirageLabError
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A few planned variants (their indices in the plan) measured by one worker in one task."""
+
+    id: int
+    variants: tuple[int, ...]
+
+
+@dataclass
+class Move:
+    """A unit given back by a worker that left before finishing it, and where it went next."""
+
+    unit: int
+    variants: list[int]
+    from_worker: str
+    to_worker: str | None = None   # set when it is handed out again
+    reason: str = "worker lost"
+
+
+def make_units(n_variants: int, *, size: int) -> list[Unit]:
+    """The plan's variants ``0..n_variants-1`` in plan order, cut into units of ``size`` (the last may be smaller)."""
+    if size < 1:
+        raise MirageLabError(f"a tuning unit holds at least one variant, got unit size {size}: pass unit_variants >= 1")
+    return [Unit(i // size, tuple(range(i, min(i + size, n_variants)))) for i in range(0, n_variants, size)]
+
+
+@dataclass
+class UnitScheduler:
+    """Pending units, the units each worker holds, what each worker finished, and every move.
+
+    ``depth``: units a worker may hold at once (2 keeps a GPU busy while its next unit is sent);
+    ``max_moves``: a unit that has lost this many workers is the cause, not their victim: it is
+    given up (:attr:`given_up`) instead of handed to the next.
+    """
+
+    units: Sequence[Unit]
+    depth: int = 2
+    max_moves: int = 3
+    pending: deque = field(init=False)
+    held: dict[str, list[int]] = field(init=False, default_factory=dict)      # worker -> unit ids in hand
+    finished: dict[int, str] = field(init=False, default_factory=dict)        # unit id -> worker that did it
+    skipped: set[int] = field(init=False, default_factory=set)
+    given_up: set[int] = field(init=False, default_factory=set)
+    moves: list[Move] = field(init=False, default_factory=list)
+    lost: list[str] = field(init=False, default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.max_moves < 1:
+            raise MirageLabError(f"max_moves must be at least 1, got {self.max_moves}")
+        if self.depth < 1:
+            raise MirageLabError(f"a worker must be able to hold at least one unit, got depth {self.depth}")
+        self.by_id = {u.id: u for u in self.units}
+        self.pending = deque(u.id for u in self.units)
+
+    # ------------------------------------------------------------------ handing out
+    def assign(self, workers: Iterable[str]) -> list[tuple[str, Unit]]:
+        """Fill every live worker up to ``depth`` units, in turns (one unit each per round), from the queue's front."""
+        live = [w for w in workers if w not in self.lost]
+        for w in live:
+            self.held.setdefault(w, [])
+        out: list[tuple[str, Unit]] = []
+        while self.pending:
+            hungry = [w for w in live if len(self.held[w]) < self.depth]
+            if not hungry:
+                break
+            for w in hungry:
+                if not self.pending:
+                    break
+                uid = self.pending.popleft()
+                self.held[w].append(uid)
+                for m in self.moves:
+                    if m.unit == uid and m.to_worker is None:
+                        m.to_worker = w
+                out.append((w, self.by_id[uid]))
+        return out
+
+    def skip(self, worker: str, unit_id: int) -> None:
+        """The unit was dropped before running (no variant in it can still win): it counts as done, untried."""
+        self.held[worker].remove(unit_id)
+        self.skipped.add(unit_id)
+
+    def done(self, worker: str, unit_id: int) -> None:
+        """``worker`` returned the unit's results."""
+        if unit_id not in self.held.get(worker, []):
+            raise MirageLabError(f"unit {unit_id} was not held by {worker}: its results cannot be accepted twice")
+        self.held[worker].remove(unit_id)
+        self.finished[unit_id] = worker
+
+    def lose(self, worker: str, reason: str = "worker lost") -> list[Unit]:
+        """``worker`` left: the units it held go back to the queue's front, in their order; returns them.
+
+        A unit that has now lost ``max_moves`` workers is not returned: it goes to :attr:`given_up`.
+        """
+        back = self.held.pop(worker, [])
+        if worker not in self.lost:
+            self.lost.append(worker)
+        for uid in back:
+            self.moves.append(Move(uid, list(self.by_id[uid].variants), worker, reason=reason))
+        again = [u for u in back if sum(m.unit == u for m in self.moves) < self.max_moves]
+        self.given_up.update(u for u in back if u not in again)
+        for uid in reversed(again):
+            self.pending.appendleft(uid)
+        return [self.by_id[u] for u in again]
+
+    def drop_pending(self) -> list[Unit]:
+        """The budget ran out: the units not yet handed out are left untried; returns them."""
+        out = [self.by_id[u] for u in self.pending]
+        self.pending.clear()
+        return out
+
+    # ------------------------------------------------------------------ state
+    @property
+    def complete(self) -> bool:
+        """Nothing pending and nothing in any worker's hands (done, skipped or given up)."""
+        return not self.pending and not any(self.held.values())
+
+    def worker_of(self, variant: int) -> str | None:
+        """The worker whose results hold this variant (where its compiled kernel lives), if done."""
+        for uid, w in self.finished.items():
+            if variant in self.by_id[uid].variants:
+                return w
+        return None
+
+    def units_per_worker(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for w in self.finished.values():
+            out[w] = out.get(w, 0) + 1
+        return out
+
+
+__all__ = ["Unit", "Move", "UnitScheduler", "make_units"]
