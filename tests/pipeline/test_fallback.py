@@ -36,8 +36,6 @@ rp.compile_program_fn = lambda program, mode=None: torch.compile(to_torch_fn(pro
 g = ex.rms_norm_linear_program(4, 64, 64)
 with warnings.catch_warnings(record=True) as warned:
     warnings.simplefilter("always")
-    # numba's own note on a small grid (the 4-block test kernel, on a real GPU) is not superoptimize's to say
-    warnings.filterwarnings("ignore", message=".*will likely result in GPU under-utilization")
     best = g.superoptimize(tune=True, tune_seconds=600, max_candidates=1, workers=1, max_kernel_ops=4, max_block_ops=5,
                            griddims=[(4, 1, 1)], franges=[4])
 rep = best.report
@@ -57,7 +55,7 @@ print("RESULTS " + json.dumps({
     "speedup_vs_compile": best.speedup_vs_compile, "repr": repr(best), "summary": rep.summary(),
     "report_repr": repr(rep), "err": [err(o), err(o2), err(o3)], "asked": asked, "n_variants": len(rep.results),
     "untried": rep.untried, "stop_reason": rep.stop_reason, "numba_in_export": "numba" in src,
-    "compile_in_export": "COMPILE = True" in src, "warned": [str(w.message) for w in warned],
+    "compile_in_export": "COMPILE = True" in src, "warned": [str(w.message) for w in warned if issubclass(w.category, (RuntimeWarning, UserWarning))],
     "programs": [p.row() for p in rep.programs], "baselines": sorted(rep.baselines),
     "graph_is_program": best.graph is g, "exported_kind": "torch ops" if "def run(inputs)" in src else "?"}))
 '''
@@ -83,7 +81,9 @@ def test_when_torch_is_fastest_the_program_itself_comes_back(torch_wins):
     assert phrase in r["repr"] and phrase in r["summary"] and phrase in r["report_repr"]
     assert "torch.compile" in r["summary"] and "5.00 µs" in r["summary"] and "best μGraph 9.00 µs" in r["summary"]
     assert "2.00× faster than torch eager (10.00 µs)" in r["summary"]
-    assert not r["warned"], r["warned"]   # a fair loss is no warning: the report says it
+    # a fair loss is no warning: the report says it (libraries' own notes, numba's on a small grid or numpy's
+    # deprecations on the GPU host, are not superoptimize's)
+    assert not r["warned"], r["warned"]
     assert max(r["err"]) < 2e-3            # called, replayed, and the exported module run
 
 
