@@ -10,6 +10,7 @@ import torch
 
 pytest.importorskip("ipywidgets", reason="the explorer needs ipywidgets (the notebook extra)")
 pytest.importorskip("plotly", reason="the explorer's plot needs plotly (the notebook extra)")
+pytest.importorskip("anywidget", reason="plotly's FigureWidget needs anywidget (a dependency; not on the bare GPU host)")
 
 from mirage_lab import examples as ex  # noqa: E402
 from mirage_lab.runtime import LatencyRow  # noqa: E402
