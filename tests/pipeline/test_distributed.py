@@ -76,7 +76,7 @@ def test_timings_from_different_gpus_are_not_merged():
 # autotune_on_cluster's ``timer=`` hook: the first variant timed anywhere kills its worker
 # (os._exit, as a crashed driver would); one worker calibrates 10 % slow.
 KILLED = '''
-import json, os, warnings, zlib
+import faulthandler, json, os, warnings, zlib
 from dask.distributed import Client
 from mirage_lab import examples as ex
 from mirage_lab.pipeline.autotune import autotune
@@ -109,6 +109,7 @@ class Calibrate:
         return {"copy_us": 110.0 if first(self.slow) else 100.0, "matmul_us": 30.0}
 
 if __name__ == "__main__":
+    faulthandler.dump_traceback_later(240, exit=True)   # a hang prints every thread's stack (before the test's timeout)
     g = ex.rms_norm_linear_program(4, 64, 64)
     cands = [ex.rms_norm_linear_fused(4, 64, 64, grid=4, forloop_range=4)]
     kw = dict(max_variants=2, program_lowerings=("torch",), stop_margin=None, tune_seconds=600)   # a ceiling only
