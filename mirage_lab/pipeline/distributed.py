@@ -489,12 +489,6 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
             elif time.monotonic() - alone_since > WORKER_WAIT_S:  # none came back (a nanny restarts a dead worker)
                 raise MirageLabError("every GPU worker of the cluster was lost: no worker left to measure on "
                                      f"({len(sched.lost)} lost: {', '.join(sched.lost)})")
-            if os.environ.get("MGDEBUG") and time.monotonic() - getattr(drop_worker, "t", 0) > 10:
-                drop_worker.t = time.monotonic()  # type: ignore[attr-defined]
-                import sys
-                print("DBG", round(time.monotonic() - t0), "live", live, "lost", sched.lost, "held", sched.held,
-                      "pending", list(sched.pending), "futs", [(f.key[-30:], f.status, k, w) for f, (k, w, _) in futs.items()],
-                      "infos", list(infos), "moves", [(m.unit, m.reason) for m in sched.moves], file=sys.stderr, flush=True)
             if futs and not any(f.done() for f in futs):
                 try:
                     wait(list(futs), timeout=poll_s, return_when="FIRST_COMPLETED")
@@ -681,6 +675,10 @@ def local_gpu_cluster(gpus: int | Sequence[int] | None = None, *, per_gpu: int =
                              f"per_gpu={per_gpu}, cpu_workers={cpu_workers})")
     # a daemonic process may not have children (its compile pool); set for good: the nanny reads it at each restart
     dask.config.set({"distributed.worker.daemon": False})
+    # dask's statistical profiler walks the task thread's frames from the worker's event loop every 10 ms:
+    # with numba compiling in that thread it raised from llvmlite, and under load a worker's loop stopped
+    # answering (units pending for minutes); the tuning does not use the profiles
+    dask.config.set({"distributed.worker.profile.enabled": False})
     workers: dict[str, Any] = {
         f"gpu{d}-{k}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {RESOURCE: 1},
                                                   "env": {**(env or {}), "CUDA_VISIBLE_DEVICES": str(d)}}}
