@@ -141,5 +141,10 @@ def test_a_worker_killed_mid_run_loses_no_variant_and_the_winner_is_the_one_proc
     assert f"{len(r['moved'])} unit(s) given back by lost workers, {len(r['moved'])} measured by another" in r["reason"]
     assert r["many"] == r["one"] and r["many_us"] == r["one_us"]
     assert sum(w["variants"] for w in r["workers"]) == 2 and r["ref"] not in r["lost"]
-    assert len(r["cal_warnings"]) == 1 and "copy_us 110.00 µs is 10.0 % from the median 100.00" in r["cal_warnings"][0]
-    assert r["warned"] and r["cal_warnings"][0] in r["warned"][0]
+    # the slow GPU is warned about; the restarted worker is in the table only if it calibrated before the end
+    calibrated = [w for w in r["workers"] if "copy_us" in w]
+    [slow] = [w["worker"] for w in calibrated if w["copy_us"] == 110.0]
+    assert any(c.startswith(f"{slow}: copy_us 110.00 µs") for c in r["cal_warnings"]), r["cal_warnings"]
+    if len(calibrated) == 3:
+        assert len(r["cal_warnings"]) == 1 and "copy_us 110.00 µs is 10.0 % from the median 100.00" in r["cal_warnings"][0]
+    assert len(r["warned"]) == len(r["cal_warnings"]) and all(c in " ".join(r["warned"]) for c in r["cal_warnings"])
