@@ -59,9 +59,19 @@ def client_for(cluster: Any) -> Any:
     raise MirageLabError(f"cluster must be a dask Client, a scheduler address or a cluster, got {type(cluster).__name__}")
 
 
+def _workers_info(client: Any) -> dict[str, Any]:
+    """Every worker the scheduler knows now, asked of it directly.
+
+    Not ``client.scheduler_info()``: it returns the client's cached identity, which the client's own
+    periodic refresh (``n_workers=0``) may replace with one listing no worker between the fetch and
+    the read; under load that made every worker look gone.
+    """
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
 def gpu_workers(client: Any) -> list[str]:
     """Addresses of the workers that declare the ``GPU`` resource."""
-    info = client.scheduler_info(n_workers=-1)["workers"]
+    info = _workers_info(client)
     return sorted(a for a, w in info.items() if w.get("resources", {}).get(RESOURCE, 0) >= 1)
 
 
@@ -287,7 +297,7 @@ def _drop_task(run_id: str) -> None:
 # ----------------------------------------------------------------------------- the caller's side
 def cpu_workers(client: Any) -> list[str]:
     """Addresses of the workers that declare the ``CPU`` resource (compile workers)."""
-    info = client.scheduler_info(n_workers=-1)["workers"]
+    info = _workers_info(client)
     return sorted(a for a, w in info.items() if w.get("resources", {}).get(CPU_RESOURCE, 0) >= 1)
 
 
@@ -357,6 +367,8 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
         >>> rep = autotune_on_cluster(program, candidates, "tcp://gpu-host:8786")     # doctest: +SKIP
         >>> rep.cluster.rows(), rep.cluster.moved                                    # doctest: +SKIP
     """
+    from concurrent.futures import CancelledError
+
     from dask.distributed import wait
 
     from ..runtime.profile import floor_us
@@ -381,7 +393,16 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                 plain_lowerings=tuple(x for x in program_lowerings if x == "torch") or tuple(program_lowerings),
                 tune_seconds=tune_seconds,
                 gpus_per_host=max(hosts.values()))
-    [spec_f] = client.scatter([spec], broadcast=True, hash=False)
+    # one copy of the spec per GPU worker, under its own key: a broadcast key's copies are thinned to one by
+    # dask's active memory manager, and the death of the worker holding it would forget the key and cancel
+    # every task of every worker that needs it (the live ones' included)
+    spec_of: dict[str, Any] = {}
+
+    def spec_for(w: str) -> Any:
+        if w not in spec_of or spec_of[w].status != "finished":
+            [spec_of[w]] = client.scatter([spec], workers=[w], hash=False)
+        return spec_of[w]
+
     compilers = cpu_workers(client)
     t0 = time.monotonic()
     emit(TuneStarted(len(results), len(candidates), tune_seconds, len(gpu_workers(client)), "per unit"))
@@ -395,7 +416,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
     designated: str | None = None      # the reference worker: it races every program lowering and times torch eager
 
     def drop_worker(w: str, why: str) -> None:
-        records[w].lost = True
+        records.setdefault(w, WorkerRecord(w)).lost = True
         sched.lose(w, why)
         for uid in sched.given_up:   # it kills workers: its variants say so instead of killing more
             for i in sched.by_id[uid].variants:
@@ -405,18 +426,33 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
         for f in gone:
             del futs[f]
         client.cancel(gone)
+        spec_of.pop(w, None)
+
+    def usable(live: list[str]) -> list[str]:
+        """Live GPU workers not lost, whose spec is there (one that left while it was sent is noticed next round)."""
+        out = []
+        for w in live:
+            if w in sched.lost:
+                continue
+            try:
+                spec_for(w)
+            except Exception:   # it left meanwhile (or the scatter timed out): the next round's live list says which
+                continue
+            out.append(w)
+        return out
 
     try:
         while True:
             live = gpu_workers(client)
             for w in [w for w in sched.held if w not in live and w not in sched.lost]:
                 drop_worker(w, "worker left the cluster")
+            live = usable(live)
             for w in live:
-                if w not in records:
-                    records[w] = WorkerRecord(w)
+                if w not in infos and not any(k == "start" and fw == w for k, fw, _ in futs.values()):
+                    records.setdefault(w, WorkerRecord(w))
                     designated = designated or w
-                    f = client.submit(_start_task, run_id, spec_f, w == designated, workers=[w],
-                                      resources={RESOURCE: 1}, pure=False, key=f"{run_id}-start-{len(records)}")
+                    f = client.submit(_start_task, run_id, spec_for(w), w == designated, workers=[w],
+                                      resources={RESOURCE: 1}, pure=False, key=f"{run_id}-start-{time.time_ns()}")
                     futs[f] = ("start", w, None)
             timed = any(i["timed"] for i in infos.values())
             if time.monotonic() - (t0 if budget_from is None else budget_from) > tune_seconds:
@@ -438,7 +474,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                 if compilers:
                     compiled = client.submit(_compile_task, items, spec["cache_dir"], resources={CPU_RESOURCE: 1},
                                              pure=False, key=f"{run_id}-compile-{unit.id}-{time.time_ns()}")
-                f = client.submit(_measure_task, run_id, spec_f, items, compiled, workers=[w],
+                f = client.submit(_measure_task, run_id, spec_for(w), items, compiled, workers=[w],
                                   resources={RESOURCE: 1}, pure=False, key=f"{run_id}-unit-{unit.id}-{time.time_ns()}")
                 futs[f] = ("unit", w, unit.id)
             if sched.complete and not any(k == "start" for k, _, _ in futs.values()):
@@ -453,12 +489,12 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
             elif time.monotonic() - alone_since > WORKER_WAIT_S:  # none came back (a nanny restarts a dead worker)
                 raise MirageLabError("every GPU worker of the cluster was lost: no worker left to measure on "
                                      f"({len(sched.lost)} lost: {', '.join(sched.lost)})")
-            if futs:
+            if futs and not any(f.done() for f in futs):
                 try:
                     wait(list(futs), timeout=poll_s, return_when="FIRST_COMPLETED")
-                except TimeoutError:   # nothing finished: look for lost and new workers again
+                except (TimeoutError, CancelledError):   # nothing finished, or one was cancelled: look again
                     pass
-            else:
+            elif not futs:
                 time.sleep(poll_s)
             for f in [f for f in futs if f.done()]:
                 if f not in futs:   # dropped with its lost worker a moment ago
@@ -466,9 +502,19 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                 kind, w, uid = futs.pop(f)
                 if f.status != "finished":
                     exc = f.exception() if f.status == "error" else None
-                    if w in gpu_workers(client) and exc is not None and type(exc).__name__ != "KilledWorker":
-                        raise MirageLabError(f"tuning failed on the GPU worker {w}: {type(exc).__name__}: {exc}") from exc
-                    drop_worker(w, f"worker lost ({type(exc).__name__ if exc else f.status})")
+                    killed = exc is not None and type(exc).__name__ == "KilledWorker"
+                    if w in gpu_workers(client) and not killed:
+                        if exc is not None:
+                            raise MirageLabError(f"tuning failed on the GPU worker {w}: {type(exc).__name__}: "
+                                                 f"{exc}") from exc
+                        # cancelled or released on a live worker (e.g. an input of it was lost with another
+                        # worker): the worker is not lost; its unit (or start) is sent again
+                        spec_of.pop(w, None)
+                        if kind == "unit":
+                            sched.retry(w, uid)  # type: ignore[arg-type]
+                        continue
+                    if w not in sched.lost:   # it left the cluster, or its task killed workers (KilledWorker)
+                        drop_worker(w, f"worker lost ({type(exc).__name__ if exc else 'left the cluster'})")
                     continue
                 payload = decode(json.loads(f.result()))
                 if kind == "start":
@@ -629,6 +675,10 @@ def local_gpu_cluster(gpus: int | Sequence[int] | None = None, *, per_gpu: int =
                              f"per_gpu={per_gpu}, cpu_workers={cpu_workers})")
     # a daemonic process may not have children (its compile pool); set for good: the nanny reads it at each restart
     dask.config.set({"distributed.worker.daemon": False})
+    # dask's statistical profiler walks the task thread's frames from the worker's event loop every 10 ms:
+    # with numba compiling in that thread it raised from llvmlite, and under load a worker's loop stopped
+    # answering (units pending for minutes); the tuning does not use the profiles
+    dask.config.set({"distributed.worker.profile.enabled": False})
     workers: dict[str, Any] = {
         f"gpu{d}-{k}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {RESOURCE: 1},
                                                   "env": {**(env or {}), "CUDA_VISIBLE_DEVICES": str(d)}}}

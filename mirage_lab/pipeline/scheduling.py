@@ -113,6 +113,11 @@ class UnitScheduler:
         self.held[worker].remove(unit_id)
         self.finished[unit_id] = worker
 
+    def retry(self, worker: str, unit_id: int) -> None:
+        """The unit's task was cancelled on a worker that is still there: it goes back to the queue's front, no move."""
+        self.held[worker].remove(unit_id)
+        self.pending.appendleft(unit_id)
+
     def lose(self, worker: str, reason: str = "worker lost") -> list[Unit]:
         """``worker`` left: the units it held go back to the queue's front, in their order; returns them.
 

@@ -76,7 +76,7 @@ def test_timings_from_different_gpus_are_not_merged():
 # autotune_on_cluster's ``timer=`` hook: the first variant timed anywhere kills its worker
 # (os._exit, as a crashed driver would); one worker calibrates 10 % slow.
 KILLED = '''
-import json, os, warnings, zlib
+import faulthandler, json, os, warnings, zlib
 from dask.distributed import Client
 from mirage_lab import examples as ex
 from mirage_lab.pipeline.autotune import autotune
@@ -109,6 +109,7 @@ class Calibrate:
         return {"copy_us": 110.0 if first(self.slow) else 100.0, "matmul_us": 30.0}
 
 if __name__ == "__main__":
+    faulthandler.dump_traceback_later(240, exit=True)   # a hang prints every thread's stack (before the test's timeout)
     g = ex.rms_norm_linear_program(4, 64, 64)
     cands = [ex.rms_norm_linear_fused(4, 64, 64, grid=4, forloop_range=4)]
     kw = dict(max_variants=2, program_lowerings=("torch",), stop_margin=None, tune_seconds=600)   # a ceiling only
@@ -140,5 +141,10 @@ def test_a_worker_killed_mid_run_loses_no_variant_and_the_winner_is_the_one_proc
     assert f"{len(r['moved'])} unit(s) given back by lost workers, {len(r['moved'])} measured by another" in r["reason"]
     assert r["many"] == r["one"] and r["many_us"] == r["one_us"]
     assert sum(w["variants"] for w in r["workers"]) == 2 and r["ref"] not in r["lost"]
-    assert len(r["cal_warnings"]) == 1 and "copy_us 110.00 µs is 10.0 % from the median 100.00" in r["cal_warnings"][0]
-    assert r["warned"] and r["cal_warnings"][0] in r["warned"][0]
+    # the slow GPU is warned about; the restarted worker is in the table only if it calibrated before the end
+    calibrated = [w for w in r["workers"] if "copy_us" in w]
+    [slow] = [w["worker"] for w in calibrated if w["copy_us"] == 110.0]
+    assert any(c.startswith(f"{slow}: copy_us 110.00 µs") for c in r["cal_warnings"]), r["cal_warnings"]
+    if len(calibrated) == 3:
+        assert len(r["cal_warnings"]) == 1 and "copy_us 110.00 µs is 10.0 % from the median 100.00" in r["cal_warnings"][0]
+    assert len(r["warned"]) == len(r["cal_warnings"]) and all(c in " ".join(r["warned"]) for c in r["cal_warnings"])
