@@ -76,8 +76,9 @@ class CompilePool:
         except Exception:  # a candidate the code generator cannot lower: the tuner reports it
             return 0
         sent = 0
+        digest = graph.content_hash()[:12]
         for v, _ in planned:
-            key = f"{graph.content_hash()[:12]}/t{v.threads}/{v.options.tag()}"
+            key = f"{digest}/t{v.threads}/{v.options.tag()}"
             with self._lock:
                 if self._closed:
                     break

@@ -22,6 +22,14 @@ from ..ir.kernel_graph import KernelGraph
 from .kernel import CompiledKernel
 from .torch_fn import Substitute, check_substitutes
 
+
+def _latency_line(latency_us: float | None, how: str, device: str | None) -> str:
+    """The exported module's docstring line that says what was measured, how and where."""
+    if latency_us is None:
+        return "Measured latency: not measured."
+    return f"Measured latency: {latency_us:.2f} µs per call ({how}, median, L2-cold inputs{', ' + device if device else ''})."
+
+
 _FORWARD = '''
 
 def forward(*inputs):
@@ -50,8 +58,7 @@ def export(graph_or_kernel: KernelGraph | CompiledKernel, path: str | os.PathLik
         graph = graph_or_kernel
     else:
         raise MirageLabError(f"export: expected a KernelGraph or a compiled kernel, got {type(graph_or_kernel).__name__}")
-    lat = (f"Measured latency: {latency_us:.2f} µs per call (CUDA-graph replay, median, L2-cold inputs"
-           f"{', ' + device if device else ''})." if latency_us is not None else "Measured latency: not measured.")
+    lat = _latency_line(latency_us, "CUDA-graph replay", device)
     doc = "\n".join([
         f"Standalone kernels for a mirage_lab μGraph (exported {datetime.date.today().isoformat()}).",
         "",
@@ -126,8 +133,7 @@ def export_program(program: KernelGraph, path: str | os.PathLike, *, lowering: s
     how = "torch.compile of the program's torch ops" if lowering == "torch.compile" else "the program's torch ops"
     if substitutes:
         how = f"{how}, library calls ({', '.join(sorted({sub.name for sub in substitutes}))}) for parts of it"
-    lat = (f"Measured latency: {latency_us:.2f} µs per call ({how} in a CUDA graph, median, L2-cold inputs"
-           f"{', ' + device if device else ''})." if latency_us is not None else "Measured latency: not measured.")
+    lat = _latency_line(latency_us, f"{how} in a CUDA graph", device)
     doc = "\n".join([
         f"The program itself, as torch ops ({lowering}), exported by mirage_lab {datetime.date.today().isoformat()}.",
         "",
