@@ -36,13 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import suite  # noqa: E402  (benchmarks/suite)
 
 
-def candidates_of(p: suite.SuiteProgram, max_candidates: int, log) -> tuple[Any, list]:
+def candidates_of(p: suite.SuiteProgram, max_candidates: int, log, search_cap: float | None = None) -> tuple[Any, list]:
     """The program and the shortlist superoptimize would tune (the search from the persistent cache)."""
     from mirage_lab.pipeline.selection import shortlist
 
     program = p.build()
     t0 = time.perf_counter()
-    best = program.superoptimize(p.config, tune=False, search_seconds=p.search_seconds, progress=False)
+    secs = p.search_seconds if search_cap is None else min(p.search_seconds or search_cap, search_cap)
+    best = program.superoptimize(p.config, tune=False, search_seconds=secs, progress=False)
     res = best.search_result
     picks = shortlist(res.candidates, max_candidates) or list(range(min(max_candidates, len(res.candidates))))
     log(f"  {p.name}: {len(res.candidates)} candidates ({time.perf_counter() - t0:.1f} s, cache or search), "
@@ -106,13 +107,15 @@ def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log) -> 
             moved_vars = [i for m in run.moved for i in m.variants]
             rec = {"tune_s": secs, "winner": winner_tag(rep), "chosen_us": rep.chosen_us, "variants": len(rep.results),
                    "measured": sum(r.compile_s is not None for r in rep.results), "untried": rep.untried,
+                   "compile_s_sum": sum(r.compile_s or 0.0 for r in rep.results),
                    "stop_reason": rep.stop_reason, "calibration": run.rows(), "warnings": run.calibration_warnings,
                    "moved_units": len(run.moved), "moved_variants": len(moved_vars),
                    "moved_measured": sum(rep.results[i].compile_s is not None for i in moved_vars),
                    "killed": kstate["victim"]}
             out["programs"][p.name] = rec
             log(f"    N={n_gpus}: {p.name} {secs:.1f} s, winner {rec['winner']} ({rep.chosen_us or float('nan'):.2f} µs), "
-                f"{rec['measured']}/{rec['variants']} measured"
+                f"{rec['measured']}/{rec['variants']} measured, compiles {rec['compile_s_sum']:.0f} s summed, "
+                f"stop: {rec['stop_reason']}"
                 + (f"; killed {kstate['victim']}: {len(run.moved)} units moved, "
                    f"{rec['moved_measured']}/{len(moved_vars)} of their variants measured elsewhere"
                    if kstate["victim"] else ""))
@@ -147,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", default=None, help="comma-separated GPU counts (default 1,2,4,8 up to the devices)")
     ap.add_argument("--workers-share-gpu", type=int, default=1, metavar="K", help="K worker processes per GPU")
     ap.add_argument("--kill-one", action="store_true", help="kill one GPU worker mid-run (N >= 2 workers)")
+    ap.add_argument("--search-cap", type=float, default=None, help="cap each program's search_seconds (seconds)")
     ap.add_argument("--tune-seconds", type=float, default=600.0, help="tune_seconds ceiling per program")
     ap.add_argument("--max-candidates", type=int, default=8, help="superoptimize's max_candidates")
     ap.add_argument("--unit-variants", type=int, default=4, help="variants per unit of work")
@@ -173,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{datetime.date.today()} {device}, torch {torch.__version__}; N = {counts}, {a.workers_share_gpu} worker(s) per GPU")
     work = []
     for p in suite.select(a.only):
-        program, cands = candidates_of(p, a.max_candidates, log)
+        program, cands = candidates_of(p, a.max_candidates, log, a.search_cap)
         if cands:
             work.append((p, program, cands))
     runs = []
