@@ -38,7 +38,7 @@ import suite  # noqa: E402  (benchmarks/suite)
 
 def candidates_of(p: suite.SuiteProgram, max_candidates: int, log, search_cap: float | None = None) -> tuple[Any, list]:
     """The program and the shortlist superoptimize would tune (the search from the persistent cache)."""
-    from mirage_lab.pipeline.selection import shortlist
+    from mirage_lab.pipeline import shortlist
 
     program = p.build()
     t0 = time.perf_counter()
