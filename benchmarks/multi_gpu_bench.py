@@ -177,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{datetime.date.today()} {device}, torch {torch.__version__}; N = {counts}, {a.workers_share_gpu} worker(s) per GPU")
     work = []
     for p in suite.select(a.only):
-        program, cands = candidates_of(p, a.max_candidates, log, a.search_cap)
+        try:
+            program, cands = candidates_of(p, a.max_candidates, log, a.search_cap)
+        except Exception as e:   # a search that finds nothing within the cap: that program is left out, said so
+            log(f"  {p.name}: left out ({type(e).__name__}: {str(e)[:160]})")
+            continue
         if cands:
             work.append((p, program, cands))
     runs = []
