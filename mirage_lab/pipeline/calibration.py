@@ -43,20 +43,33 @@ def calibrate_gpu(repeats: int = 50) -> dict[str, float] | None:
     return {**out, "device": torch.cuda.get_device_name()}  # type: ignore[dict-item]
 
 
-def _median_us(fn: Any, repeats: int) -> float:
+def _median_us(fn: Any, repeats: int, warm_s: float = 0.2, batch: int = 10) -> float:
+    """Median µs per launch of ``fn`` over ``repeats`` batches of ``batch`` back-to-back launches.
+
+    The GPU is first kept busy for ``warm_s`` seconds: its clocks ramp up over tens of ms, and a card that
+    was idle (a worker restarted mid-run) otherwise times slower than one that was busy. Launches within
+    a batch are back to back, so no idle gap between them lets the clocks drop again.
+    """
+    import time
+
     import torch
 
-    for _ in range(3):   # warm up (cuBLAS picks its kernel, clocks ramp)
-        fn()
+    fn()   # cuBLAS picks its kernel
     torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < warm_s:
+        for _ in range(batch):
+            fn()
+        torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        for _ in range(batch):
+            fn()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
+        times.append(start.elapsed_time(end) * 1e3 / batch)
     return statistics.median(times)
 
 

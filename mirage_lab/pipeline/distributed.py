@@ -145,6 +145,41 @@ def _worker_address() -> str:
         return "local"
 
 
+class GpuExclusiveTimer:
+    """A timer whose timings hold this GPU's lock: workers that share one GPU time one at a time.
+
+    Two processes timing kernels on one GPU at once each see the other's kernels in their CUDA
+    events, so their timings (and the winner) would depend on the overlap. Compiles and checks still
+    run in parallel; only the timed replays are serialised. The lock is a file named by the card's
+    UUID in the temporary directory, so it works across processes of one host (``filelock``).
+    """
+
+    def __init__(self, timer: Any, lock_path: str) -> None:
+        from filelock import FileLock
+
+        self.timer, self.lock = timer, FileLock(lock_path)
+
+    def graph(self, *args: Any, **kw: Any) -> Any:
+        with self.lock:
+            return self.timer.graph(*args, **kw)
+
+    def eager(self, *args: Any, **kw: Any) -> Any:
+        with self.lock:
+            return self.timer.eager(*args, **kw)
+
+
+def gpu_lock_path() -> str:
+    """The lock file of this process's current CUDA device (its UUID where torch reports one)."""
+    import tempfile
+
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    card = str(getattr(props, "uuid", "") or f"{props.name}-{getattr(props, 'pci_bus_id', torch.cuda.current_device())}")
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in card)
+    return os.path.join(tempfile.gettempdir(), f"mirage_lab-gpu-{safe}.lock")
+
+
 class _WorkerSession:
     """One run's state on one GPU worker: calibration, measuring inputs, the program's lowerings, compiled kernels.
 
@@ -166,12 +201,23 @@ class _WorkerSession:
             raise MirageLabError(f"the GPU worker {_worker_address()} sees no CUDA GPU: start it with "
                                  "CUDA_VISIBLE_DEVICES=<its card> on a GPU host")
         self.spec = spec
-        self.calibration = spec["calibrate"]() if spec["calibrate"] is not None else None   # on an idle GPU first
+        lock = None if self.sim else gpu_lock_path()
+        if spec["calibrate"] is None:
+            self.calibration = None
+        elif lock is None:
+            self.calibration = spec["calibrate"]()
+        else:
+            from filelock import FileLock
+
+            with FileLock(lock):   # a neighbour's timings on the same card would skew the calibration
+                self.calibration = spec["calibrate"]()
         program = from_json(spec["program"])
         inputs = spec["inputs"]
         if inputs is not None and not self.sim:
             inputs = [x.to("cuda") for x in inputs]
         timer = spec["timer"] if spec["timer"] is not None else default_timer()
+        if timer is not None and lock is not None:
+            timer = GpuExclusiveTimer(timer, lock)
         mi = measuring_inputs(program, device="cpu" if self.sim else "cuda", inputs=inputs)
         # no stopping rule here: the caller decides what is still worth measuring, over every worker's results
         self.tn = _Tuning(program, [], mi, timer, spec["cache_dir"], spec["repeats"], None, lambda ev: None,
