@@ -355,7 +355,9 @@ class Lookup:
         self.emit(CacheHit("tuning", str(path), created))
         where = f" on {report.device}" if report is not None else ""
         what = "measured winner" if report is not None and report.timed else "result"
-        self.say(f"mirage_lab: {what} from the cache ({path}, {_when(created)}{where}); "
+        later = ("; torch.compile compiles it at the first call (inductor's own cache makes that seconds)"
+                 if getattr(best, "_lowering", None) == "torch.compile" else "")
+        self.say(f"mirage_lab: {what} from the cache ({path}, {_when(created)}{where}){later}; "
                  "superoptimize(..., cache=False) to redo it")
         best.from_cache = str(path)
         return best

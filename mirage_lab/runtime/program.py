@@ -110,8 +110,18 @@ class ProgramFunction:
         self.program = program
         self.substitutes = tuple(substitutes)
         self.lowering = lowering or ("torch.compile" if compiled else "torch")
-        self.fn = compile_program_fn(program, mode=mode) if compiled else to_torch_fn(program, self.substitutes)
+        self.compiled, self.mode = compiled, mode
+        # torch.compile's wrapper is made at the first call: creating it imports torch._dynamo and inductor
+        # (5-15 s in a new process), which a cache hit that is never called, or a report, need not pay
+        self._fn: Callable[..., Any] | None = None if compiled else to_torch_fn(program, self.substitutes)
         self._graphs: dict[tuple, CapturedCall] = {}
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        """The torch function (torch.compile's wrapper made on first use; it compiles at its first call)."""
+        if self._fn is None:
+            self._fn = compile_program_fn(self.program, mode=self.mode)
+        return self._fn
 
     def check_inputs(self, inputs: Any) -> list[torch.Tensor]:
         return check_program_inputs(self.program, inputs)

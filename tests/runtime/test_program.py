@@ -62,3 +62,14 @@ def test_program_function_is_called_like_a_kernel():
         f([X, torch.randn(64, 64).half()])
     with pytest.raises(KernelInputError, match="got numpy.ndarray; convert it with torch.from_numpy"):
         f([X.numpy(), W])
+
+
+def test_torch_compile_lowering_is_made_at_first_use_not_at_construction():
+    # a cache hit whose winner is torch.compile must not pay the import of torch._dynamo until it is called
+    g = ex.rms_norm_linear_program(4, 64, 32, dtype=mi.float32)
+    f = ProgramFunction(g, compiled=True)
+    assert f._fn is None and f.lowering == "torch.compile"
+    X, W = torch.randn(4, 64), torch.randn(64, 32)
+    (ref,) = mi.run_reference(g, [X.double(), W.double()])
+    assert _rel(f([X, W])[0], ref) < 1e-5
+    assert f._fn is not None
