@@ -126,14 +126,21 @@ def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log) -> 
 def table(runs: list[dict], device: str) -> str:
     base = runs[0]
     lines = [f"Tuning wall time on {device}, {datetime.date.today()} (benchmarks/multi_gpu_bench.py)", "",
-             "| GPUs | workers | tuning s | speed-up vs 1 | per GPU vs linear | winners as N=1 |",
-             "|---:|---:|---:|---:|---:|---|"]
+             "| GPUs | workers | tuning s | speed-up vs 1 | per GPU vs linear | variants measured | measured / s | "
+             "throughput vs 1 | per GPU vs linear | winners as N=1 |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+
+    def rate(r: dict) -> float:   # the tuning stops adaptively or at tune_seconds: N GPUs may measure more
+        return sum(x.get("measured", 0) for x in r["programs"].values()) / r["tune_s"] if r.get("tune_s") else float("nan")
+
     for r in runs:
         sp = base["tune_s"] / r["tune_s"] if r.get("tune_s") else float("nan")
+        tp = rate(r) / rate(base)
         same = [n for n, x in r["programs"].items() if x.get("winner") == base["programs"].get(n, {}).get("winner")]
         lines.append(f"| {r['gpus']} | {r['workers']} | {r.get('tune_s', float('nan')):.1f} | {sp:.2f}× | "
-                     f"{sp / r['gpus']:.2f} | {len(same)}/{len(r['programs'])} |")
-    lines += ["", "Calibration (µs, median of 50; copy 256 MiB, fp16 matmul 2048³), the largest run:", "",
+                     f"{sp / r['gpus']:.2f} | {sum(x.get('measured', 0) for x in r['programs'].values())} | "
+                     f"{rate(r):.3f} | {tp:.2f}× | {tp / r['gpus']:.2f} | {len(same)}/{len(r['programs'])} |")
+    lines += ["", "Calibration (µs per launch, median of 50 batches of 10 after 0.2 s of warm-up; copy 256 MiB, fp16 matmul 2048³), the largest run:", "",
               "| worker | device | copy µs | matmul µs |", "|---|---|---:|---:|"]
     last = runs[-1]
     first_prog = next((x for x in last["programs"].values() if "calibration" in x), None)
