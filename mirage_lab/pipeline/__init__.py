@@ -46,14 +46,22 @@ def gpu_available() -> bool:
         return False
 
 
-def shortlist(candidates: Sequence[KernelGraph], n: int) -> list[int]:
-    """Indices of ``n`` candidates to tune: the cost model's best of each grid, grids taken in turn.
+SHORTLIST_BAND = 2.0   # a candidate whose best estimate is past this factor of the best one is not tuned
+
+
+def shortlist(candidates: Sequence[KernelGraph], n: int, band: float = SHORTLIST_BAND) -> list[int]:
+    """Indices of up to ``n`` candidates to tune: the cost model's best of each grid, grids taken in turn.
 
     Candidates are grouped by their customized ops' grids (and kernel ops); the groups are taken
     in the order of their best estimate, one candidate each, round after round, until ``n``. The
     estimates do not rank tilings reliably (Spearman's rho against H100 measurements is about 0
     within a program: RESULTS.md), so a plain top-``n`` by estimate could hand the tuner eight
     variations of one narrow grid (8 output columns a block) while a wide one went untimed.
+    They do tell gross differences apart (a grid that fills a quarter of the SMs, a block that
+    re-reads its operand many times): on the H100 records, every candidate rated more than
+    ``band`` (2×) the best measured 1.8–15× slower than the winner, while every winning candidate
+    was rated within 1.02× of the best. Those are left out: their compiles (20–40 s each) ate
+    the tuning budget before the plausible ones were measured.
 
         >>> shortlist([], 8)
         []
@@ -65,7 +73,10 @@ def shortlist(candidates: Sequence[KernelGraph], n: int) -> list[int]:
         except MirageLabError:
             continue
     groups: dict[tuple, list[int]] = {}
-    for _, i in sorted(scored):
+    best = min((us for us, _ in scored), default=0.0)
+    for us, i in sorted(scored):
+        if us > band * best:
+            break
         groups.setdefault(_tiling_key(candidates[i]), []).append(i)
     picks: list[int] = []
     queues = list(groups.values())   # in the order of each group's best estimate

@@ -57,6 +57,7 @@ class CompilePool:
         self._lock = threading.Lock()
         self._in_flight = 0
         self._speculated = 0
+        self._best_us = float("inf")             # the best estimate among the candidates found so far
         self.submitted: list[str] = []           # "<content hash[:12]>/<options tag>" of each speculative compile
         self.done: dict[str, tuple[float, str | None]] = {}   # the same keys -> (seconds, error)
         self._closed = False
@@ -65,16 +66,22 @@ class CompilePool:
     def speculate(self, graph: KernelGraph) -> int:
         """Compile ``graph``'s most promising lowering variants now, if the bounds allow; how many were sent."""
         from ..runtime.kernel import compile_and_launch
+        from . import SHORTLIST_BAND
         from .autotune import plan_variants
 
         with self._lock:
             if self._closed or self._speculated >= self.max_candidates or self._in_flight >= self.speculative:
                 return 0
-            self._speculated += 1
         try:
             planned = plan_variants([graph])[:SPECULATIVE_VARIANTS]
         except Exception:  # a candidate the code generator cannot lower: the tuner reports it
             return 0
+        with self._lock:
+            us = planned[0][1].us if planned else float("inf")
+            if us > SHORTLIST_BAND * self._best_us:   # the shortlist will leave it out: no compile spent on it
+                return 0
+            self._best_us = min(self._best_us, us)
+            self._speculated += 1
         sent = 0
         digest = graph.content_hash()[:12]
         for v, _ in planned:

@@ -40,3 +40,19 @@ def test_speculation_compiles_a_found_candidate_and_stays_within_its_bounds(tmp_
 
 def test_no_early_pool_where_nothing_will_be_timed():
     assert start_early(2, 8) is None                 # the CUDA simulator (or no GPU): tuning cannot time here
+
+
+def test_no_speculative_compile_for_a_candidate_the_shortlist_will_leave_out(monkeypatch):
+    """A candidate rated past SHORTLIST_BAND times the best found so far gets no compile (it will not be tuned)."""
+    from mirage_lab.pipeline import SHORTLIST_BAND, estimate, lowering_variants
+
+    good = ex.rms_norm_linear_fused(16, 1024, 1024, grid=64, forloop_range=8)
+    bad = ex.rms_norm_linear_fused(16, 1024, 1024, grid=4, forloop_range=8)    # 4 blocks: 4 SMs busy
+    rated = [min(estimate(v.graph, v.options).us for v in lowering_variants(g, candidate=0)) for g in (good, bad)]
+    assert rated[1] > SHORTLIST_BAND * rated[0]
+    with CompilePool(workers=1, speculative=8, max_candidates=8) as pool:
+        sent = []
+        monkeypatch.setattr(pool.pool, "apply_async", lambda *a, **k: sent.append(a))   # record, compile nothing
+        assert pool.speculate(good) == SPECULATIVE_VARIANTS
+        assert pool.speculate(bad) == 0 and len(sent) == SPECULATIVE_VARIANTS
+        assert pool.speculate(good) == SPECULATIVE_VARIANTS       # the bad one did not count towards max_candidates

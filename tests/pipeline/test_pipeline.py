@@ -183,7 +183,21 @@ def test_the_shortlist_takes_each_tiling_in_turn():
     narrow = [ex.rms_norm_linear_fused(16, 1024, 1024, grid=64, forloop_range=f) for f in (4, 8, 16)]
     wide = [ex.rms_norm_linear_fused(16, 1024, 1024, grid=16, forloop_range=f) for f in (4, 8, 16)]
     cands = narrow + wide
-    picks = shortlist(cands, 2)
+    everything = float("inf")    # the round robin alone (the band is the next test's)
+    picks = shortlist(cands, 2, band=everything)
     assert len({_tiling_key(cands[i]) for i in picks}) == 2
-    assert sorted(shortlist(cands, 6)) == list(range(6))       # nothing is lost when there is room
+    assert sorted(shortlist(cands, 6, band=everything)) == list(range(6))       # nothing is lost when there is room
     assert shortlist(cands, 0) == []
+
+
+def test_the_shortlist_leaves_out_what_the_cost_model_rates_far_worse():
+    """A grid of 4 blocks (4 of the GPU's SMs) is rated past 2x the best and not tuned; room does not bring it back."""
+    from mirage_lab.pipeline import SHORTLIST_BAND, estimate, lowering_variants, shortlist
+
+    grids = (64, 16, 4)
+    cands = [ex.rms_norm_linear_fused(16, 1024, 1024, grid=gr, forloop_range=8) for gr in grids]
+    rated = [min(estimate(v.graph, v.options).us for v in lowering_variants(g, candidate=i)) for i, g in enumerate(cands)]
+    inside = [i for i, us in enumerate(rated) if us <= SHORTLIST_BAND * min(rated)]
+    assert rated[2] > SHORTLIST_BAND * min(rated) and 2 not in inside        # the case this test is about
+    assert sorted(shortlist(cands, 8)) == inside
+    assert sorted(shortlist(cands, 8, band=float("inf"))) == [0, 1, 2]
