@@ -1,21 +1,30 @@
-"""A roofline + occupancy estimate of a lowering variant's latency, to spend the tuning budget well.
+"""An H100 timing model of a lowering variant, to spend the tuning budget in the right order.
 
 It ranks; it does not decide: every variant the budget reaches is measured, and the
-measurement picks. Per customized op:
+measurement picks. Each customized op is costed from what its generated kernel does
+(``codegen.plan.KernelPlan``: which matmuls stream B through registers, on tensor cores or
+FMAs, and with which thread layout):
 
-* memory: each input tensor read once from HBM (``unique`` bytes) plus the tiles blocks
-  re-read (replicated tiles, served by L2 at ``L2_TBPS``), outputs written once;
-* the bandwidth a launch can draw grows with the warps resident per SM (latency hiding):
-  full at ``WARPS_FOR_FULL_BW`` warps, proportionally less below, and with the share of SMs
-  that have a block at all;
-* compute: every block's matmul FLOPs at the tensor-core rate (streams the plan lowers to
-  ``mma``), the FP32 FMA rate (streamed B operands) or a shared-memory FMA rate (staged
-  matmuls), scaled by the same SM share;
-* a launch costs ``LAUNCH_US``; plain kernel-level ops cost their bytes at copy bandwidth.
+* **occupancy and waves**: blocks resident per SM are limited by threads (2048 an SM), shared
+  memory (tiles are staged as float32) and 32 blocks; the grid runs in ``waves`` rounds over
+  the SMs that have a block at all;
+* **memory**: each block's loop reads its tiles every iteration; bytes past the tensor's
+  own size are re-reads of shared operands, served by L2. A round of resident blocks moves its
+  bytes at the SM's share of the DRAM (or L2) bandwidth;
+* **latency**: an iteration cannot be shorter than one DRAM round trip plus a barrier, unless
+  the stream's registers prefetch ``pipeline_depth`` iterations ahead; a short loop pays it
+  every iteration, which is what makes narrow grids with long loops slow;
+* **compute**: per thread, the instructions the generated code issues: FMA partial sums of a
+  streamed matmul (``M * vw`` per row of B, ``K / G`` rows), ``mma.m16n8k16`` instructions
+  (``M`` padded to 16 rows), shared-memory steps of staged matmuls, element-wise stages and
+  serial row loops (``reduction``, ``rms_norm``'s one thread per row); throughput-bound over
+  the resident warps, latency-bound along one thread's chain;
+* launches, and plain kernel-level ops at copy bandwidth (matmuls at cuBLAS's rate).
 
-The constants are an H100's (measured copy peak; rates a Numba kernel reaches, from the
-measurements in ``benchmarks/RESULTS.md``); ``benchmarks/e2e_bench.py`` prints the estimate
-beside the measurement of every tuned variant.
+The constants (``H100``) are an H100's, physical ones from its data sheet and the measured
+copy peak, the rest fitted with ``benchmarks/rank_quality.py --fit`` on the stored H100 tuning
+records (``benchmarks/found/costmodel_h100_records.json``); RESULTS.md "Cost model ranking,
+round 2" gives the leave-one-program-out check.
 
     >>> from mirage_lab.examples import rms_norm_linear_fused
     >>> from mirage_lab.codegen import CodegenOptions
@@ -26,35 +35,64 @@ beside the measurement of every tuned variant.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from math import ceil
 
 from ..codegen import CodegenOptions
+from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
 
-SMS = 132                 # H100 SXM
-HBM_TBPS = 3.0            # device-to-device copy peak (DESIGN.md)
-L2_TBPS = 8.0
-MMA_TFLOPS = 250.0        # mma.sync m16n8k16 from a Numba kernel, fed from registers
-FMA_TFLOPS = 25.0         # fp32 FMAs on a B operand streamed into registers (~1.3 instructions per FMA)
-SMEM_FMA_TFLOPS = 6.0     # fp32 FMAs with both operands read from shared memory (a staged matmul)
-STAGED_MMA_TFLOPS = 12.0  # mma.sync with fragments packed from float32 shared-memory tiles (GQA, H100: ~10)
-WARPS_FOR_FULL_BW = 16    # resident warps per SM that hide HBM latency for streamed loads
-LAUNCH_US = 2.0
+
+@dataclass(frozen=True)
+class Hardware:
+    """The machine constants of the model (times in µs, rates per µs).
+
+    ``sms``, ``hbm_bytes_us`` (the measured copy peak), thread/shared-memory limits are the
+    H100's; the others are fitted (``benchmarks/rank_quality.py --fit``).
+    """
+
+    sms: int = 132
+    threads_per_sm: int = 2048
+    blocks_per_sm: int = 32
+    smem_bytes_per_sm: int = 228 * 1024
+    hbm_bytes_us: float = 3.0e6          # 3.0 TB/s device-to-device copy peak (DESIGN.md)
+    l2_bytes_us: float = 8.0e6
+    sm_bytes_us: float = 60e3            # the most one SM's loads draw (L2 -> SM)
+    dram_latency_us: float = 0.8         # one load round trip under load
+    sync_us: float = 0.05                # a __syncthreads and the loop's bookkeeping, per iteration
+    issue_us: float = 2.0e3 * 128        # thread-instructions an SM issues per µs (4 schedulers x 32 lanes x ~2 GHz)
+    step_us: float = 0.02                # one dependent shared-memory step of a thread's chain
+    mma_flops_us: float = 250e6 / 132    # mma.sync m16n8k16 FLOPs per µs per SM (dense, from registers)
+    launch_us: float = 2.0
+    torch_op_us: float = 3.0             # a plain torch kernel's fixed cost beyond its launch
+    cublas_flops_us: float = 600e6       # cuBLAS fp16 GEMM FLOPs per µs
+
+
+H100 = Hardware()
+FITTED = ("sm_bytes_us", "dram_latency_us", "sync_us", "issue_us", "step_us", "mma_flops_us", "launch_us",
+          "torch_op_us")
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """Estimated microseconds and what they are made of."""
+    """Estimated microseconds and what they are made of.
+
+    ``memory_us``/``compute_us``: the throughput-bound time of the loads and of the issued
+    instructions, summed over the kernels; ``latency_us``: their round-trip and barrier time;
+    ``waves``: the most rounds of resident blocks one kernel needs; ``sm_share``: the smallest share
+    of SMs a kernel's grid covers.
+    """
 
     us: float
     memory_us: float
     compute_us: float
     launches: int
     sm_share: float
+    latency_us: float = 0.0
+    waves: int = 1
 
     def as_dict(self) -> dict:
-        return {"us": self.us, "memory_us": self.memory_us, "compute_us": self.compute_us,
-                "launches": self.launches, "sm_share": self.sm_share}
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _prod(xs) -> int:
@@ -64,64 +102,219 @@ def _prod(xs) -> int:
     return n
 
 
-def _streams(bg, options: CodegenOptions) -> dict[int, str]:
-    """How the code generator lowers each block matmul: guid -> "mma" | "fma" (streamed B), "smma"
-    (both tiles staged, on tensor cores); the others are staged FMA loops."""
+@dataclass
+class _Kernel:
+    """One customized op's costs, before the hardware's rates turn them into time."""
+
+    blocks: int
+    threads: int
+    iters: int
+    smem: int
+    loop_bytes: float        # bytes one block loads per iteration
+    l2_share: float          # the part of the loop's bytes that are re-reads (served by L2)
+    once_bytes: float        # bytes one block loads before the loop (invariant tiles) and writes after it
+    dram_total: float        # unique bytes the whole grid reads and writes
+    prefetch: int            # iterations the loads run ahead (0: each iteration waits for its loads)
+    loop_instr: float        # instructions one thread issues per iteration (FMA, shared-memory, element-wise)
+    loop_chain: float        # dependent shared-memory steps one thread runs per iteration (serial loops)
+    loop_mma_flops: float    # tensor-core FLOPs one block issues per iteration (rows padded to 16)
+    post_instr: float        # per thread, after the loop
+    post_chain: float
+
+
+def _kernel(bg, options: CodegenOptions) -> _Kernel:
     from ..codegen.plan import KernelPlan, staged_mma_fits
 
+    T = _prod(bg.block_dim)
+    B = _prod(bg.grid_dim)
+    FR = bg.forloop_range
     try:
         plan = KernelPlan(bg, options=options)
-    except Exception:  # an unlowerable plan is the compiler's to report; estimate it as staged
-        return {}
-    kinds = {s.op.guid: "mma" if s.mma else "fma" for s in plan.streams}
+        streams = {s.op.guid: s for s in plan.streams}
+    except Exception:  # an unlowerable plan is the compiler's to report; cost it without streams
+        plan, streams = None, {}
+    streamed_tiles = {s.op.inputs[1].guid for s in streams.values()}
+
+    loop_bytes = once_bytes = dram = replicated = 0.0
+    for lop in bg.input_ops:
+        tile = lop.outputs[0]
+        dims = lop.attrs["dtensor_dims"]
+        item = tile.dtype.itemsize
+        whole = _prod(dims) * item
+        looped = lop.attrs["forloop_dim"] >= 0
+        per_block = tile.numel() * item
+        traffic = per_block * B * (FR if looped else 1)
+        dram += min(traffic, whole)
+        replicated += max(0.0, traffic - whole)
+        if looped:
+            loop_bytes += per_block
+        else:
+            once_bytes += per_block
+    for oop in bg.output_ops:
+        t = oop.inputs[0]
+        once_bytes += t.numel() * t.dtype.itemsize
+        dram += t.numel() * t.dtype.itemsize * B
+    loop_traffic = loop_bytes * B * FR
+    l2_share = min(1.0, replicated / loop_traffic) if loop_traffic else 0.0
+
+    instr = {False: 0.0, True: 0.0}    # after_accum -> per-thread instructions
+    chain = {False: 0.0, True: 0.0}
+    mma_flops = 0.0
+    smem = 0
     for op in bg.ops:
-        if op.op_type == "matmul" and op.guid not in kinds and staged_mma_fits(op, plan.T, options):
-            kinds[op.guid] = "smma"
-    return kinds
+        if op.op_type in ("input", "output"):
+            if op.op_type == "input" and op.outputs[0].guid not in streamed_tiles:
+                t = op.outputs[0]
+                smem += t.numel() * 4
+                instr[False] += ceil(t.numel() / (T * 4))   # vector loads staged into shared memory
+            continue
+        out = op.outputs[0]
+        post = bool(out.after_accum)
+        per = ceil(out.numel() / T)
+        if op.op_type == "matmul":
+            a, b = op.inputs
+            M, K, N = a.dims[-2], a.dims[-1], b.dims[-1]
+            batch = _prod(a.dims[:-2])
+            s = streams.get(op.guid)
+            if s is not None and s.mma:
+                mma_flops += 2 * 16 * ceil(M / 16) * K * N * batch
+                instr[post] += K // max(1, s.G) // 8   # B rows a lane loads and converts
+            elif s is not None:
+                rows = K // max(1, s.G)                # B rows one thread walks, M * vw sums each
+                instr[post] += rows * (M * s.vw + max(1, s.vw // 2))
+            elif plan is not None and staged_mma_fits(op, T, options):
+                mma_flops += 2 * M * K * N * batch
+                instr[post] += ceil(M * K / T) + ceil(K * N / T)   # fragments packed from shared memory
+                chain[post] += K // 16
+            else:                                      # staged FMA loop: two shared-memory reads per FMA
+                instr[post] += per * K * 3
+                chain[post] += per * K
+            smem += out.numel() * 4
+            continue
+        if op.op_type == "forloop_accum" and op.attrs.get("acc") is None and op.inputs[0].op is not None \
+                and op.inputs[0].op.guid in streams:
+            continue                                   # a stream's sums stay in registers
+        if op.op_type == "reduction":
+            n = op.inputs[0].dims[op.attrs["dim"]]
+            instr[post] += per * n * 2
+            chain[post] += per * n
+        elif op.op_type == "rms_norm":                 # 1/rms: one thread per row, then element-wise
+            x = op.inputs[0]
+            w = x.dims[-1]
+            rows = x.numel() // w
+            instr[post] += ceil(rows / T) * w * 2 + per * 3
+            chain[post] += ceil(rows / T) * w
+        elif op.op_type == "forloop_accum" and out.numel() < op.inputs[0].numel():
+            n = op.inputs[0].numel() // max(1, out.numel())
+            instr[post] += per * 3 + ceil(op.inputs[0].numel() / T)
+            chain[post] += 2 * max(1, n.bit_length())   # tree of partial sums
+        else:
+            instr[post] += per * 3
+        smem += out.numel() * 4
+    for s in streams.values():
+        if s.G > 1:                                     # the G partial sums of each output, added after the loop
+            instr[True] += ceil(s.G * s.M * s.N / T)
+    prefetch = options.pipeline_depth if options.pipeline_words > 0 and streams else 0
+    # the flattened loop body: FR == 1 kernels do all their work "in the loop"
+    return _Kernel(B, T, FR, smem, loop_bytes, l2_share, once_bytes, dram, prefetch,
+                   instr[False], chain[False], mma_flops, instr[True], chain[True])
 
 
-def estimate(graph: KernelGraph, options: CodegenOptions) -> Estimate:
-    """The estimated latency of ``graph`` lowered with ``options`` (block sizes are the graph's)."""
-    mem = comp = 0.0
-    launches = 0
-    share = 1.0
+def _time(k: _Kernel, hw: Hardware) -> tuple[float, float, float, float, int, float]:
+    """(µs, memory µs, compute µs, latency µs, waves, SM share) of one kernel."""
+    fit = min(hw.threads_per_sm // max(1, k.threads), hw.blocks_per_sm,
+              hw.smem_bytes_per_sm // max(1, k.smem + 1024))
+    fit = max(1, fit)
+    active = min(hw.sms, k.blocks)
+    resident = min(fit, ceil(k.blocks / active))
+    waves = ceil(k.blocks / (active * resident))
+    # a round of resident blocks shares the SM's load path and its share of DRAM / L2
+    dram_sm = min(hw.sm_bytes_us, hw.hbm_bytes_us / active)
+    l2_sm = min(hw.sm_bytes_us, hw.l2_bytes_us / active)
+    per_byte = (1 - k.l2_share) / dram_sm + k.l2_share / l2_sm
+    mem_iter = resident * k.loop_bytes * per_byte
+    warps = resident * ceil(k.threads / 32) * 32
+    comp_iter = warps * k.loop_instr / hw.issue_us + resident * k.loop_mma_flops / hw.mma_flops_us
+    lat_iter = hw.dram_latency_us / (1 + k.prefetch) + hw.sync_us + k.loop_chain * hw.step_us
+    iter_us = max(mem_iter, comp_iter, lat_iter)
+    once = resident * k.once_bytes / dram_sm + hw.dram_latency_us
+    post = max(warps * k.post_instr / hw.issue_us, k.post_chain * hw.step_us)
+    per_wave = k.iters * iter_us + once + post
+    # the grid as a whole cannot beat DRAM
+    us = max(waves * per_wave, k.dram_total / hw.hbm_bytes_us)
+    share = active / hw.sms
+    return (us, waves * (k.iters * mem_iter + once), waves * (k.iters * comp_iter + post),
+            waves * k.iters * lat_iter, waves, share)
+
+
+@dataclass(frozen=True)
+class _TorchOp:
+    """A plain kernel-level op (run by torch): its bytes and, for a matmul, its FLOPs."""
+
+    nbytes: int
+    flops: float
+
+
+def profile(graph: KernelGraph, options: CodegenOptions) -> list:
+    """What each kernel of ``graph`` lowered with ``options`` does, before any hardware rate applies
+    (``estimate`` = :func:`time_profile` of this; the fit reuses one profile under many constants)."""
+    if not isinstance(graph, KernelGraph):
+        raise MirageLabError(f"estimate: expected a KernelGraph, got {type(graph).__name__}; pass a μGraph "
+                             "(a candidate of search(), or a program built with mirage_lab)")
+    out: list = []
     for op in graph.ops:
         if op.op_type == "input":
             continue
-        launches += 1
-        out_bytes = sum(t.nbytes() for t in op.outputs)
-        if op.op_type != "customized":
-            mem += (sum(t.nbytes() for t in op.inputs) + out_bytes) / (HBM_TBPS * 1e6)
-            if op.op_type == "matmul":
-                a, b = op.inputs
-                comp += 2 * _prod(a.dims) * b.dims[-1] / (MMA_TFLOPS * 4 * 1e6)  # cuBLAS: ~4x our mma rate
+        if op.op_type == "customized":
+            out.append(_kernel(op.block_graph, options))
             continue
-        bg = op.block_graph
-        blocks = _prod(bg.grid_dim)
-        threads = _prod(bg.block_dim)
-        fr = bg.forloop_range
-        unique = replicated = 0
-        for lop, t in zip(bg.input_ops, op.inputs):
-            tile = lop.outputs[0]
-            iters = fr if lop.attrs["forloop_dim"] >= 0 else 1
-            traffic = tile.numel() * t.dtype.itemsize * blocks * iters
-            unique += min(traffic, t.nbytes())
-            replicated += max(0, traffic - t.nbytes())
-        blocks_per_sm = -(-blocks // SMS)
-        op_share = min(1.0, blocks / SMS)
-        warps = min(64, blocks_per_sm * threads // 32)
-        bw_eff = op_share * min(1.0, warps / WARPS_FOR_FULL_BW)
-        mem += ((unique + out_bytes) / (HBM_TBPS * 1e6) + replicated / (L2_TBPS * 1e6)) / max(bw_eff, 1e-3)
-        kinds = _streams(bg, options)
-        rate = {"mma": MMA_TFLOPS, "fma": FMA_TFLOPS, "smma": STAGED_MMA_TFLOPS}
-        t_comp = 0.0
-        for bop in bg.ops:
-            if bop.op_type == "matmul":
-                a, b = bop.inputs
-                f = 2 * _prod(a.dims) * b.dims[-1] * blocks * fr
-                t_comp += f / (rate.get(kinds.get(bop.guid, ""), SMEM_FMA_TFLOPS) * 1e6)
-        comp_eff = op_share * min(1.0, warps / 8)
-        comp += t_comp / max(comp_eff, 1e-3)
-        share = min(share, op_share)
-    us = max(mem, comp) + 0.25 * min(mem, comp) + LAUNCH_US * launches
-    return Estimate(us, mem, comp, launches, share)
+        nbytes = sum(t.nbytes() for t in op.inputs) + sum(t.nbytes() for t in op.outputs)
+        flops = 0.0
+        if op.op_type == "matmul":
+            a, b = op.inputs
+            flops = 2.0 * _prod(a.dims) * b.dims[-1]
+        out.append(_TorchOp(nbytes, flops))
+    return out
+
+
+def time_profile(kernels: list, hw: Hardware = H100) -> Estimate:
+    """The :class:`Estimate` of a :func:`profile` on ``hw``."""
+    us = mem = comp = lat = 0.0
+    waves = 1
+    share = 1.0
+    for k in kernels:
+        if isinstance(k, _TorchOp):
+            t_mem, t_comp = k.nbytes / hw.hbm_bytes_us, k.flops / hw.cublas_flops_us
+            mem, comp = mem + t_mem, comp + t_comp
+            us += max(t_mem, t_comp) + hw.torch_op_us + hw.launch_us
+            continue
+        t, m, c, l, w, s = _time(k, hw)
+        us += t + hw.launch_us
+        mem, comp, lat = mem + m, comp + c, lat + l
+        waves = max(waves, w)
+        share = min(share, s)
+    return Estimate(us, mem, comp, len(kernels), share, lat, waves)
+
+
+def estimate(graph: KernelGraph, options: CodegenOptions, hw: Hardware = H100) -> Estimate:
+    """The estimated latency of ``graph`` lowered with ``options`` (block sizes are the graph's).
+
+        >>> from mirage_lab.examples import rms_norm_linear_fused
+        >>> e = estimate(rms_norm_linear_fused(16, 4096, 4096, grid=128, forloop_range=16), CodegenOptions(mma=True))
+        >>> e.launches, e.us > 0
+        (1, True)
+    """
+    return time_profile(profile(graph, options), hw)
+
+
+def with_constants(hw: Hardware = H100, **values: float) -> Hardware:
+    """``hw`` with some constants replaced (what ``rank_quality.py --fit`` tries).
+
+        >>> with_constants(sync_us=0.1).sync_us
+        0.1
+    """
+    names = {f.name for f in fields(Hardware)}
+    bad = sorted(set(values) - names)
+    if bad:
+        raise MirageLabError(f"with_constants: no constant named {bad}; the model's constants are {sorted(names)}")
+    return replace(hw, **values)
