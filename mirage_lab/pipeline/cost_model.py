@@ -59,6 +59,7 @@ class Hardware:
     l2_bytes_us: float = 8.0e6
     sm_bytes_us: float = 60e3            # the most one SM's loads draw (L2 -> SM)
     dram_latency_us: float = 0.8         # one load round trip under load
+    prefetch_gain: float = 0.5           # how much of a round trip each iteration of register prefetch hides
     sync_us: float = 0.05                # a __syncthreads and the loop's bookkeeping, per iteration
     issue_us: float = 2.0e3 * 128        # thread-instructions an SM issues per µs (4 schedulers x 32 lanes x ~2 GHz)
     step_us: float = 0.02                # one dependent shared-memory step of a thread's chain
@@ -69,7 +70,7 @@ class Hardware:
 
 
 H100 = Hardware()
-FITTED = ("sm_bytes_us", "dram_latency_us", "sync_us", "issue_us", "step_us", "mma_flops_us", "launch_us",
+FITTED = ("sm_bytes_us", "dram_latency_us", "prefetch_gain", "sync_us", "issue_us", "step_us", "mma_flops_us", "launch_us",
           "torch_op_us")
 
 
@@ -212,8 +213,12 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
             instr[post] += per * 3
         smem += out.numel() * 4
     for s in streams.values():
-        if s.G > 1:                                     # the G partial sums of each output, added after the loop
-            instr[True] += ceil(s.G * s.M * s.N / T)
+        if s.G > 1:   # each output's G k-group partial sums, added serially by one thread (streams.stream_reduce)
+            rows = max(1, min(s.M, 4096 // (s.G * s.N))) if s.persistent else s.M
+            steps = ceil(s.M / rows) * ceil(rows * s.N / T) * s.G
+            instr[s.persistent] += steps * 2
+            chain[s.persistent] += steps
+    # streams prefetch into registers with pipeline_words; small staged tiles are always loaded an iteration ahead
     prefetch = options.pipeline_depth if options.pipeline_words > 0 and streams else 0
     # the flattened loop body: FR == 1 kernels do all their work "in the loop"
     return _Kernel(B, T, FR, smem, loop_bytes, l2_share, once_bytes, dram, prefetch,
@@ -229,13 +234,15 @@ def _time(k: _Kernel, hw: Hardware) -> tuple[float, float, float, float, int, fl
     resident = min(fit, ceil(k.blocks / active))
     waves = ceil(k.blocks / (active * resident))
     # a round of resident blocks shares the SM's load path and its share of DRAM / L2
+    # a round's loads: the whole grid's share of DRAM and L2, or the busiest SM's load path
+    round_blocks = min(k.blocks, active * resident)
+    grid_bytes = round_blocks * k.loop_bytes
+    mem_iter = max(grid_bytes * ((1 - k.l2_share) / hw.hbm_bytes_us + k.l2_share / hw.l2_bytes_us),
+                   resident * k.loop_bytes / hw.sm_bytes_us)
     dram_sm = min(hw.sm_bytes_us, hw.hbm_bytes_us / active)
-    l2_sm = min(hw.sm_bytes_us, hw.l2_bytes_us / active)
-    per_byte = (1 - k.l2_share) / dram_sm + k.l2_share / l2_sm
-    mem_iter = resident * k.loop_bytes * per_byte
     warps = resident * ceil(k.threads / 32) * 32
     comp_iter = warps * k.loop_instr / hw.issue_us + resident * k.loop_mma_flops / hw.mma_flops_us
-    lat_iter = hw.dram_latency_us / (1 + k.prefetch) + hw.sync_us + k.loop_chain * hw.step_us
+    lat_iter = hw.dram_latency_us / (1 + hw.prefetch_gain * k.prefetch) + hw.sync_us + k.loop_chain * hw.step_us
     iter_us = max(mem_iter, comp_iter, lat_iter)
     once = resident * k.once_bytes / dram_sm + hw.dram_latency_us
     post = max(warps * k.post_instr / hw.issue_us, k.post_chain * hw.step_us)
