@@ -55,22 +55,26 @@ class Hardware:
     threads_per_sm: int = 2048
     blocks_per_sm: int = 32
     smem_bytes_per_sm: int = 228 * 1024
+    registers_per_sm: int = 65536
+    max_registers: int = 255
     hbm_bytes_us: float = 3.0e6          # 3.0 TB/s device-to-device copy peak (DESIGN.md)
     l2_bytes_us: float = 8.0e6
-    sm_bytes_us: float = 60e3            # the most one SM's loads draw (L2 -> SM)
-    dram_latency_us: float = 0.8         # one load round trip under load
-    prefetch_gain: float = 0.5           # how much of a round trip each iteration of register prefetch hides
-    sync_us: float = 0.05                # a __syncthreads and the loop's bookkeeping, per iteration
-    issue_us: float = 2.0e3 * 128        # thread-instructions an SM issues per µs (4 schedulers x 32 lanes x ~2 GHz)
-    step_us: float = 0.02                # one dependent shared-memory step of a thread's chain
-    mma_flops_us: float = 250e6 / 132    # mma.sync m16n8k16 FLOPs per µs per SM (dense, from registers)
-    launch_us: float = 2.0
-    torch_op_us: float = 3.0             # a plain torch kernel's fixed cost beyond its launch
     cublas_flops_us: float = 600e6       # cuBLAS fp16 GEMM FLOPs per µs
+    # fitted (rank_quality.py --fit):
+    sm_bytes_us: float = 72e3            # the most one SM's loads draw
+    dram_latency_us: float = 0.96        # one load round trip under load
+    prefetch_gain: float = 0.85          # how much of a round trip each iteration of register prefetch hides
+    sync_us: float = 0.00625             # a __syncthreads and the loop's bookkeeping, per iteration
+    issue_us: float = 54.4e3             # thread-instructions an SM issues per µs
+    step_us: float = 0.0025              # one dependent shared-memory step of a thread's chain
+    spill_us: float = 0.05               # one dependent local-memory access (a spilled register)
+    mma_flops_us: float = 1.894e6        # mma.sync m16n8k16 FLOPs per µs per SM
+    launch_us: float = 4.0               # a launch, and the first wave's ramp
+    torch_op_us: float = 0.375           # a plain torch kernel's fixed cost beyond its launch
 
 
 H100 = Hardware()
-FITTED = ("sm_bytes_us", "dram_latency_us", "prefetch_gain", "sync_us", "issue_us", "step_us", "mma_flops_us", "launch_us",
+FITTED = ("sm_bytes_us", "dram_latency_us", "prefetch_gain", "sync_us", "issue_us", "step_us", "spill_us", "mma_flops_us", "launch_us",
           "torch_op_us")
 
 
@@ -121,6 +125,20 @@ class _Kernel:
     loop_mma_flops: float    # tensor-core FLOPs one block issues per iteration (rows padded to 16)
     post_instr: float        # per thread, after the loop
     post_chain: float
+    registers: int = 32      # per thread: partial sums, loads in flight, prefetch ring, ~32 of bookkeeping
+
+
+def _registers(streams, options: CodegenOptions) -> int:
+    """Registers a thread of the generated kernel needs: each stream's partial sums (``M * vw`` FMA sums, or
+    the mma accumulator fragments) and its words in flight, the prefetch ring, ~32 for indices and loop state."""
+    n = 32 + options.pipeline_words * options.pipeline_depth
+    for s in streams.values():
+        words = max(1, s.vw // 2)
+        if s.mma:
+            n += 4 * s.vw * max(1, -(-s.M // 16)) + words * 2
+        else:
+            n += s.M * s.vw + min(s.phase_rows, s.K // max(1, s.G)) * words
+    return n
 
 
 def _kernel(bg, options: CodegenOptions) -> _Kernel:
@@ -222,13 +240,18 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
     prefetch = options.pipeline_depth if options.pipeline_words > 0 and streams else 0
     # the flattened loop body: FR == 1 kernels do all their work "in the loop"
     return _Kernel(B, T, FR, smem, loop_bytes, l2_share, once_bytes, dram, prefetch,
-                   instr[False], chain[False], mma_flops, instr[True], chain[True])
+                   instr[False], chain[False], mma_flops, instr[True], chain[True], _registers(streams, options))
 
 
 def _time(k: _Kernel, hw: Hardware) -> tuple[float, float, float, float, int, float]:
     """(µs, memory µs, compute µs, latency µs, waves, SM share) of one kernel."""
+    regs = min(hw.max_registers, k.registers)
     fit = min(hw.threads_per_sm // max(1, k.threads), hw.blocks_per_sm,
-              hw.smem_bytes_per_sm // max(1, k.smem + 1024))
+              hw.smem_bytes_per_sm // max(1, k.smem + 1024), hw.registers_per_sm // max(1, k.threads * regs))
+    # past the per-thread budget (65536 / threads, at most 255) ptxas spills to local memory: that share of
+    # the thread's register traffic becomes dependent local-memory accesses
+    budget = min(hw.max_registers, hw.registers_per_sm // max(1, k.threads))
+    spilled = max(0.0, 1.0 - budget / k.registers)
     fit = max(1, fit)
     active = min(hw.sms, k.blocks)
     resident = min(fit, ceil(k.blocks / active))
@@ -242,10 +265,11 @@ def _time(k: _Kernel, hw: Hardware) -> tuple[float, float, float, float, int, fl
     dram_sm = min(hw.sm_bytes_us, hw.hbm_bytes_us / active)
     warps = resident * ceil(k.threads / 32) * 32
     comp_iter = warps * k.loop_instr / hw.issue_us + resident * k.loop_mma_flops / hw.mma_flops_us
-    lat_iter = hw.dram_latency_us / (1 + hw.prefetch_gain * k.prefetch) + hw.sync_us + k.loop_chain * hw.step_us
+    lat_iter = (hw.dram_latency_us / (1 + hw.prefetch_gain * k.prefetch) + hw.sync_us + k.loop_chain * hw.step_us
+                + spilled * k.loop_instr * hw.spill_us)
     iter_us = max(mem_iter, comp_iter, lat_iter)
     once = resident * k.once_bytes / dram_sm + hw.dram_latency_us
-    post = max(warps * k.post_instr / hw.issue_us, k.post_chain * hw.step_us)
+    post = max(warps * k.post_instr / hw.issue_us, k.post_chain * hw.step_us + spilled * k.post_instr * hw.spill_us)
     per_wave = k.iters * iter_us + once + post
     # the grid as a whole cannot beat DRAM
     us = max(waves * per_wave, k.dram_total / hw.hbm_bytes_us)
