@@ -60,22 +60,22 @@ class Hardware:
     hbm_bytes_us: float = 3.0e6          # 3.0 TB/s device-to-device copy peak (DESIGN.md)
     l2_bytes_us: float = 8.0e6
     cublas_flops_us: float = 600e6       # cuBLAS fp16 GEMM FLOPs per µs
+    launch_us: float = 2.0               # a kernel launch in a CUDA graph, and its first wave's ramp
+    torch_op_us: float = 2.0             # a plain torch kernel's fixed cost beyond its launch
     # fitted (rank_quality.py --fit):
     sm_bytes_us: float = 72e3            # the most one SM's loads draw
     dram_latency_us: float = 0.96        # one load round trip under load
+    piped_exposed: float = 0.5           # the share of a round trip a staged tile loaded an iteration ahead still costs
     prefetch_gain: float = 0.85          # how much of a round trip each iteration of register prefetch hides
     sync_us: float = 0.00625             # a __syncthreads and the loop's bookkeeping, per iteration
     issue_us: float = 54.4e3             # thread-instructions an SM issues per µs
     step_us: float = 0.0025              # one dependent shared-memory step of a thread's chain
     spill_us: float = 0.05               # one dependent local-memory access (a spilled register)
     mma_flops_us: float = 1.894e6        # mma.sync m16n8k16 FLOPs per µs per SM
-    launch_us: float = 4.0               # a launch, and the first wave's ramp
-    torch_op_us: float = 0.375           # a plain torch kernel's fixed cost beyond its launch
 
 
 H100 = Hardware()
-FITTED = ("sm_bytes_us", "dram_latency_us", "prefetch_gain", "sync_us", "issue_us", "step_us", "spill_us", "mma_flops_us", "launch_us",
-          "torch_op_us")
+FITTED = ("sm_bytes_us", "dram_latency_us", "prefetch_gain", "piped_exposed", "sync_us", "issue_us", "step_us", "spill_us", "mma_flops_us")
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class _Kernel:
     l2_share: float          # the part of the loop's bytes that are re-reads (served by L2)
     once_bytes: float        # bytes one block loads before the loop (invariant tiles) and writes after it
     dram_total: float        # unique bytes the whole grid reads and writes
-    prefetch: int            # iterations the loads run ahead (0: each iteration waits for its loads)
+    exposed: dict            # loads an iteration waits for: {"stream": depth prefetched, "staged": 1, "piped": 1}
     loop_instr: float        # instructions one thread issues per iteration (FMA, shared-memory, element-wise)
     loop_chain: float        # dependent shared-memory steps one thread runs per iteration (serial loops)
     loop_mma_flops: float    # tensor-core FLOPs one block issues per iteration (rows padded to 16)
@@ -131,7 +131,8 @@ class _Kernel:
 def _registers(streams, options: CodegenOptions) -> int:
     """Registers a thread of the generated kernel needs: each stream's partial sums (``M * vw`` FMA sums, or
     the mma accumulator fragments) and its words in flight, the prefetch ring, ~32 for indices and loop state."""
-    n = 32 + options.pipeline_words * options.pipeline_depth
+    # the prefetch ring holds each pipelined stream's words of an iteration, within pipeline_words
+    n = 32 + min(options.pipeline_words, sum(s.words for s in streams.values())) * options.pipeline_depth
     for s in streams.values():
         words = max(1, s.vw // 2)
         if s.mma:
@@ -139,6 +140,34 @@ def _registers(streams, options: CodegenOptions) -> int:
         else:
             n += s.M * s.vw + min(s.phase_rows, s.K // max(1, s.G)) * words
     return n
+
+
+def _exposed_latency(bg, plan, streams, options: CodegenOptions, T: int) -> dict:
+    """Which kinds of load an iteration of the loop waits for (block_kernel's prefetch rules): a streamed
+    B tile held in registers ``pipeline_depth`` iterations ahead (within ``pipeline_words``) or not at
+    all (depth 0), a staged tile loaded into registers an iteration ahead ("piped", up to
+    ``PREFETCH_WORDS`` a thread) or one loaded in the iteration itself ("staged")."""
+    from ..codegen.plan import PREFETCH_WORDS
+
+    out: dict = {}
+    if bg.forloop_range <= 1:
+        return out
+    budget = options.pipeline_words
+    for s in streams.values():
+        if s.loader.invariant:
+            continue
+        piped = budget > 0 and s.words <= budget
+        budget -= s.words if piped else 0
+        depth = options.pipeline_depth if piped else 0
+        out["stream"] = min(out.get("stream", depth), depth)
+    streamed = {s.loader.index for s in streams.values()}
+    for i, lop in enumerate(bg.input_ops):
+        if i in streamed or lop.attrs["forloop_dim"] < 0:
+            continue
+        t = lop.outputs[0]
+        words = -(-t.numel() * t.dtype.itemsize // 4 // T)
+        out["piped" if words <= PREFETCH_WORDS else "staged"] = 1
+    return out
 
 
 def _kernel(bg, options: CodegenOptions) -> _Kernel:
@@ -221,7 +250,7 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
             x = op.inputs[0]
             w = x.dims[-1]
             rows = x.numel() // w
-            instr[post] += ceil(rows / T) * w * 2 + per * 3
+            instr[post] += per * 3                     # the row loop runs on `rows` threads only: a chain
             chain[post] += ceil(rows / T) * w
         elif op.op_type == "forloop_accum" and out.numel() < op.inputs[0].numel():
             n = op.inputs[0].numel() // max(1, out.numel())
@@ -234,12 +263,10 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
         if s.G > 1:   # each output's G k-group partial sums, added serially by one thread (streams.stream_reduce)
             rows = max(1, min(s.M, 4096 // (s.G * s.N))) if s.persistent else s.M
             steps = ceil(s.M / rows) * ceil(rows * s.N / T) * s.G
-            instr[s.persistent] += steps * 2
             chain[s.persistent] += steps
-    # streams prefetch into registers with pipeline_words; small staged tiles are always loaded an iteration ahead
-    prefetch = options.pipeline_depth if options.pipeline_words > 0 and streams else 0
+    exposed = _exposed_latency(bg, plan, streams, options, T)
     # the flattened loop body: FR == 1 kernels do all their work "in the loop"
-    return _Kernel(B, T, FR, smem, loop_bytes, l2_share, once_bytes, dram, prefetch,
+    return _Kernel(B, T, FR, smem, loop_bytes, l2_share, once_bytes, dram, exposed,
                    instr[False], chain[False], mma_flops, instr[True], chain[True], _registers(streams, options))
 
 
@@ -265,7 +292,12 @@ def _time(k: _Kernel, hw: Hardware) -> tuple[float, float, float, float, int, fl
     dram_sm = min(hw.sm_bytes_us, hw.hbm_bytes_us / active)
     warps = resident * ceil(k.threads / 32) * 32
     comp_iter = warps * k.loop_instr / hw.issue_us + resident * k.loop_mma_flops / hw.mma_flops_us
-    lat_iter = (hw.dram_latency_us / (1 + hw.prefetch_gain * k.prefetch) + hw.sync_us + k.loop_chain * hw.step_us
+    # a stream prefetched one iteration ahead measured barely faster than none (RMSNorm 2x4096x6144, 64
+    # iterations, H100: 48 against 50 µs; two ahead: 35): count the iterations past the first
+    waits = [1.0 / (1 + hw.prefetch_gain * max(0, k.exposed["stream"] - 1))] if "stream" in k.exposed else []
+    waits += [hw.piped_exposed] if "piped" in k.exposed else []
+    waits += [1.0] if "staged" in k.exposed else []
+    lat_iter = (hw.dram_latency_us * max(waits, default=0.0) + hw.sync_us + k.loop_chain * hw.step_us
                 + spilled * k.loop_instr * hw.spill_us)
     iter_us = max(mem_iter, comp_iter, lat_iter)
     once = resident * k.once_bytes / dram_sm + hw.dram_latency_us
