@@ -1,0 +1,57 @@
+"""benchmarks/rank_quality.py over the stored H100 tuning records: the cost model as shipped ranks each
+program's variants as the GPU did (the figures of RESULTS.md "Cost model ranking, round 2")."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from mirage_lab.codegen import CodegenOptions
+from mirage_lab.errors import MirageLabError
+from mirage_lab.pipeline import cost_model as cm
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+import rank_quality as rq  # noqa: E402
+
+# RESULTS.md "Cost model ranking, round 2": the model now, per program and the pairs-weighted mean
+MEAN_WITHIN = 0.77
+EACH_AT_LEAST = 0.70
+
+
+@pytest.fixture(scope="module")
+def programs():
+    return rq.load_records(rq.RECORDS)
+
+
+def test_the_shipped_constants_rank_every_stored_program(programs):
+    assert len(programs) >= 3 and all(len(p.measured) >= 30 for p in programs)
+    rhos = {p.name: p.rho() for p in programs}
+    assert min(rhos.values()) >= EACH_AT_LEAST, rhos
+    assert rq.within_rho(programs) >= MEAN_WITHIN - 0.005, rhos
+    # and far better than the estimates the runs had (the old model's ranking)
+    for p in programs:
+        old = rq.spearman(p.old_estimates, p.measured)
+        assert rhos[p.name] > old + 0.2, (p.name, rhos[p.name], old)
+
+
+def test_a_model_without_the_mechanism_ranks_worse(programs):
+    # the per-iteration round trip is what orders long loops after short ones: without it, rho drops
+    flat = cm.with_constants(dram_latency_us=0.0, sync_us=0.0)
+    assert rq.within_rho(programs, flat) < rq.within_rho(programs) - 0.02
+
+
+def test_the_report_prints_a_row_per_program(programs):
+    text = rq.records_report(rq.RECORDS)
+    for p in programs:
+        assert f"| {p.name} | {len(p.measured)} |" in text
+    assert "model now: pooled rho" in text
+
+
+def test_options_tags_round_trip():
+    for o in (CodegenOptions(), CodegenOptions(max_stream_acc=64), CodegenOptions(phase_words=64),
+              CodegenOptions(mma=True, pipeline_words=64, pipeline_depth=2, mma_b16=True)):
+        assert rq.options_from_tag(o.tag()) == o
+    with pytest.raises(MirageLabError, match="tag"):
+        rq.options_from_tag("fast-please")
