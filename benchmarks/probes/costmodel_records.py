@@ -1,0 +1,140 @@
+"""Build ``benchmarks/found/costmodel_h100_records.json``: stored H100 tuning rows joined to their candidate μGraphs.
+
+The tuner's rows (``e2e_bench`` JSON ``tuning``, or a ``suite_bench --dump`` file's ``variants``) name a
+variant by its shortlist index, threads and codegen options, and carry the estimate of the cost model the
+run had. To re-estimate them with another model we need the μGraphs. They come from a search (re-run here
+on the CPU, ``--search``) or from the dump itself; each row group is matched to the candidate that
+reproduces every one of its estimates with the run's cost model (read from git at ``--old-model``) and
+whose lowering variants include the row's (threads, options). Candidates whose variants tie on both are
+interchangeable to the estimate; the first free one is taken and the tie is recorded (``ambiguous``).
+
+    python benchmarks/probes/costmodel_records.py --e2e benchmarks/found/e2e_h100_run15b.json \\
+        --program rmsnorm_linear_16x4096x4096 --search 300 --out /tmp/rec.json
+    python benchmarks/probes/costmodel_records.py --dump DUMPDIR/some_program.json --out /tmp/rec.json
+    # then merge the programs into found/costmodel_h100_records.json (a JSON list, one record a program)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from rank_quality import options_from_tag  # noqa: E402
+
+from mirage_lab.ir.serialize import from_dict  # noqa: E402
+from mirage_lab.pipeline.variants import lowering_variants, with_block_dim  # noqa: E402
+
+OLD_MODEL = "e470ca9"   # the cost model of H100 run 15 and of the 2026-11-25 suite runs (unchanged since 11-22)
+
+
+def old_estimate(commit: str):
+    """``estimate`` of the cost model at ``commit`` (its module text, relative imports made absolute)."""
+    src = subprocess.run(["git", "show", f"{commit}:mirage_lab/pipeline/cost_model.py"], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    src = src.replace("from ..", "from mirage_lab.")
+    mod = types.ModuleType("old_cost_model")
+    sys.modules[mod.__name__] = mod   # dataclasses look their module up
+    exec(compile(src, f"cost_model@{commit}", "exec"), mod.__dict__)
+    return mod.estimate
+
+
+def search_candidates(program: str, seconds: float, workers: int) -> list[dict]:
+    """μGraph JSON of every candidate a search of an e2e_bench program finds within ``seconds``."""
+    from e2e_bench import PROGRAMS
+
+    from mirage_lab.search import CancelToken, CandidateFound, search
+
+    make, config, _ = PROGRAMS[program]
+    tok, t0, out = CancelToken(), time.time(), []
+    for ev in search(make(), config, workers=workers, cancel=tok):
+        if isinstance(ev, CandidateFound):
+            out.append(json.loads(ev.graph.to_json()))
+            print(f"  {time.time() - t0:.0f}s: candidate {len(out)}", flush=True)
+        if time.time() - t0 > seconds:
+            tok.cancel()
+    return out
+
+
+def match(rows: list[dict], raw: list[dict], estimate) -> dict:
+    """Join ``rows`` (candidate = shortlist index) to the candidates in ``raw``; see the module doc."""
+    graphs = [from_dict(d) for d in raw]
+    tags: dict[int, set] = {}
+    by: dict[int, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r["candidate"], []).append(r)
+    fits: dict[int, list[int]] = {}
+    for c, rs in sorted(by.items()):
+        fits[c] = []
+        for j, g in enumerate(graphs):
+            if j not in tags:
+                try:
+                    tags[j] = {(v.threads, v.options.tag()) for v in lowering_variants(g, candidate=j)}
+                except Exception:  # noqa: BLE001  (a candidate that no longer lowers matches nothing)
+                    tags[j] = set()
+            if not {(r["threads"], r["options"]) for r in rs} <= tags[j]:
+                continue
+            if all(abs(round(estimate(with_block_dim(g, r["threads"]), options_from_tag(r["options"])).us, 2)
+                       - r["estimate_us"]) < 0.011 for r in rs):
+                fits[c].append(j)
+    order = [c for c in sorted(fits) if fits[c]]
+
+    def assign(i: int, used: frozenset) -> dict | None:
+        if i == len(order):
+            return {}
+        for j in fits[order[i]]:
+            if j not in used:
+                rest = assign(i + 1, used | {j})
+                if rest is not None:
+                    return {order[i]: j, **rest}
+        return None
+
+    pick = assign(0, frozenset()) or {c: fits[c][0] for c in order}
+    keep = sorted(set(pick.values()))
+    return {"ambiguous": {str(c): fits[c] for c in order if len(fits[c]) > 1},
+            "unmatched": [c for c in sorted(fits) if not fits[c]],
+            "candidates": [raw[j] for j in keep],
+            "variants": [{"candidate": keep.index(pick[r["candidate"]]), "threads": r["threads"],
+                          "options": r["options"], "median_us": r["median_us"],
+                          "old_estimate_us": r["estimate_us"], "error": r["error"]}
+                         for r in rows if r["candidate"] in pick]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--e2e", type=Path, help="an e2e_bench JSON (rows in each program's 'tuning')")
+    ap.add_argument("--program", help="with --e2e: which program")
+    ap.add_argument("--candidates", type=Path, help="with --e2e: a JSON list of candidate μGraphs to match against")
+    ap.add_argument("--search", type=float, default=0.0, help="with --e2e: search this many seconds for candidates")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--dump", type=Path, help="a suite_bench --dump file (rows and every candidate)")
+    ap.add_argument("--old-model", default=OLD_MODEL, help="git commit of the cost model the run had")
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args(argv)
+    estimate = old_estimate(a.old_model)
+    if a.dump is not None:
+        d = json.loads(a.dump.read_text())
+        name, rows, raw, source = d["program"], d["variants"], d["candidates"], a.dump.name
+        device = d.get("device")
+    else:
+        rec = next(r for r in json.loads(a.e2e.read_text()) if r["program"] == a.program)
+        name, rows, source, device = a.program, rec["tuning"], a.e2e.name, rec.get("device")
+        raw = json.loads(a.candidates.read_text()) if a.candidates else []
+        if a.search:
+            raw += search_candidates(a.program, a.search, a.workers)
+    out = {"program": name, "device": device, "source": source, **match(rows, raw, estimate)}
+    print(f"{name}: {len(out['variants'])} of {len(rows)} rows matched to {len(out['candidates'])} candidates; "
+          f"unmatched shortlist entries {out['unmatched']}, ties {out['ambiguous']}")
+    a.out.write_text(json.dumps([out]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
