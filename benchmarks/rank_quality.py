@@ -146,18 +146,22 @@ def log_spread(programs: list[Program], hw: cm.Hardware = cm.H100) -> float:
     return -total / max(1.0, n)
 
 
-def fit(programs: list[Program], hw: cm.Hardware = cm.H100, rounds: int = 4, score=None) -> cm.Hardware:
-    """Coordinate search over ``cm.FITTED`` (each constant scaled by 1/8 ... 8, the best kept) for the
-    best ``score`` over ``programs``: by default ``within_rho``, the ranks themselves (on the stored
-    records it held out better than ``log_spread``: 0.77 against 0.74, RESULTS.md)."""
+def fit(programs: list[Program], start: cm.Hardware = cm.PRIOR, bound: float = 8.0, rounds: int = 6,
+        score=None) -> cm.Hardware:
+    """Coordinate search over ``cm.FITTED`` for the best ``score`` over ``programs`` (by default
+    ``within_rho``, the ranks themselves): each constant scaled by 0.5 ... 2 at a time, kept within
+    ``bound`` times its value in ``start`` (the physical guesses of ``cm.PRIOR``), so that few records
+    cannot drive a constant to a value no H100 has."""
     score = score or within_rho
-    steps = (0.125, 0.25, 0.5, 0.7, 0.85, 1.0, 1.2, 1.4, 2.0, 4.0, 8.0)
-    best = score(programs, hw)
+    steps = (0.5, 0.7, 0.85, 1.2, 1.4, 2.0)
+    hw, best = start, score(programs, start)
     for _ in range(rounds):
         moved = False
         for name in cm.FITTED:
-            base = getattr(hw, name)
+            base, origin = getattr(hw, name), getattr(start, name)
             for f in steps:
+                if not origin / bound <= base * f <= origin * bound:
+                    continue
                 trial = cm.with_constants(hw, **{name: base * f})
                 val = score(programs, trial)
                 if val > best + 1e-9:
@@ -168,31 +172,35 @@ def fit(programs: list[Program], hw: cm.Hardware = cm.H100, rounds: int = 4, sco
 
 
 def records_report(path: Path, refit: bool = False) -> str:
-    """Per program: rho of the run's estimate, of the model now and (``refit``) leave-one-program-out."""
+    """Per program: rho of the run's estimate, of the model with ``cm.PRIOR``'s unfitted constants, as
+    shipped (``cm.H100``) and, with ``refit``, with constants fitted on the other programs only."""
     progs = load_records(path)
-    head = "| program | timed variants | rho, estimate of the run | rho, model now |"
-    lines = [head + (" rho, held out (constants fitted on the others) |" if refit else ""),
-             "|---" * (5 if refit else 4) + "|"]
+    cols = ["program", "timed variants", "rho, estimate of the run", "rho, prior constants", "rho, model as shipped"]
+    cols += ["rho, held out (fitted on the others)"] if refit else []
+    lines = ["| " + " | ".join(cols) + " |", "|---" * len(cols) + "|"]
     held = []
     for p in progs:
         old = spearman(p.old_estimates, p.measured)
-        row = f"| {p.name} | {len(p.measured)} | {old:.2f} | {p.rho():.2f} |"
+        row = f"| {p.name} | {len(p.measured)} | {old:.2f} | {p.rho(cm.PRIOR):.2f} | {p.rho():.2f} |"
         if refit:
-            hw = fit([q for q in progs if q is not p])
-            r = p.rho(hw)
+            r = p.rho(fit([q for q in progs if q is not p]))
             held.append((r, len(p.measured)))
             row += f" {r:.2f} |"
         lines.append(row)
-    mean_old = pooled_spearman([list(zip(p.old_estimates, p.measured)) for p in progs])
-    now = pooled_spearman([[(cm.time_profile(q).us, m) for q, m in zip(p.profiles, p.measured)] for p in progs])
-    lines += ["", f"estimate of the run: pooled rho {mean_old['pooled']:.2f}, mean within a program {mean_old['mean']:.2f}",
-              f"model now: pooled rho {now['pooled']:.2f}, mean within a program {now['mean']:.2f}"]
+
+    def summary(label: str, hw: cm.Hardware | None) -> str:
+        s = pooled_spearman([list(zip(p.old_estimates, p.measured)) if hw is None else
+                             [(cm.time_profile(q, hw).us, m) for q, m in zip(p.profiles, p.measured)] for p in progs])
+        return f"{label}: pooled rho {s['pooled']:.2f}, mean within a program {s['mean']:.2f}"
+
+    lines += ["", summary("estimate of the run", None), summary("prior constants", cm.PRIOR),
+              summary("model as shipped", cm.H100)]
     if refit:
         n = sum(k for _, k in held)
         lines.append(f"leave-one-program-out: mean within a program {sum(r * k for r, k in held) / n:.2f}")
         hw = fit(progs)
-        lines.append("constants fitted on every program: " + ", ".join(
-            f"{k}={getattr(hw, k):.4g}" for k in cm.FITTED))
+        lines.append(f"fitted on every program: mean within a program {within_rho(progs, hw):.2f}; constants "
+                     + ", ".join(f"{k}={getattr(hw, k):.4g}" for k in cm.FITTED))
     return "\n".join(lines)
 
 

@@ -5,8 +5,8 @@ variant by its shortlist index, threads and codegen options, and carry the estim
 run had. To re-estimate them with another model we need the μGraphs. They come from a search (re-run here
 on the CPU, ``--search``) or from the dump itself; each row group is matched to the candidate that
 reproduces every one of its estimates with the run's cost model (read from git at ``--old-model``) and
-whose lowering variants include the row's (threads, options). Candidates whose variants tie on both are
-interchangeable to the estimate; the first free one is taken and the tie is recorded (``ambiguous``).
+whose lowering variants include the row's (threads, options), one candidate per shortlist entry. An entry
+that more than one candidate fits in every such join is left out (``unknown``): which one ran is not known.
 
     python benchmarks/probes/costmodel_records.py --e2e benchmarks/found/e2e_h100_run15b.json \\
         --program rmsnorm_linear_16x4096x4096 --search 300 --out /tmp/rec.json
@@ -85,21 +85,24 @@ def match(rows: list[dict], raw: list[dict], estimate) -> dict:
                        - r["estimate_us"]) < 0.011 for r in rs):
                 fits[c].append(j)
     order = [c for c in sorted(fits) if fits[c]]
+    every: list[dict] = []
 
-    def assign(i: int, used: frozenset) -> dict | None:
+    def assign(i: int, used: frozenset, got: dict) -> None:   # every one-to-one join (a few at most)
+        if len(every) > 10000:
+            return
         if i == len(order):
-            return {}
+            every.append(dict(got))
+            return
         for j in fits[order[i]]:
             if j not in used:
-                rest = assign(i + 1, used | {j})
-                if rest is not None:
-                    return {order[i]: j, **rest}
-        return None
+                assign(i + 1, used | {j}, {**got, order[i]: j})
 
-    pick = assign(0, frozenset()) or {c: fits[c][0] for c in order}
+    assign(0, frozenset(), {})
+    # a shortlist entry is known when every one-to-one join gives it the same candidate; the others are
+    # left out (their candidates differ in ways the run's model did not see, so which one ran is unknown)
+    pick = {c: every[0][c] for c in order if every and len({a[c] for a in every}) == 1}
     keep = sorted(set(pick.values()))
-    return {"ambiguous": {str(c): fits[c] for c in order if len(fits[c]) > 1},
-            "unmatched": [c for c in sorted(fits) if not fits[c]],
+    return {"unknown": {str(c): fits[c] for c in sorted(fits) if c not in pick},
             "candidates": [raw[j] for j in keep],
             "variants": [{"candidate": keep.index(pick[r["candidate"]]), "threads": r["threads"],
                           "options": r["options"], "median_us": r["median_us"],
@@ -131,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             raw += search_candidates(a.program, a.search, a.workers)
     out = {"program": name, "device": device, "source": source, **match(rows, raw, estimate)}
     print(f"{name}: {len(out['variants'])} of {len(rows)} rows matched to {len(out['candidates'])} candidates; "
-          f"unmatched shortlist entries {out['unmatched']}, ties {out['ambiguous']}")
+          f"shortlist entries left out (no candidate, or several that fit): {out['unknown']}")
     a.out.write_text(json.dumps([out]))
     return 0
 
