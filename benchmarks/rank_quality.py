@@ -128,6 +128,18 @@ def load_records(path: Path = RECORDS) -> list[Program]:
     return out
 
 
+def budget_to_winner(estimates: list[float], measured: list[float], within: float = 0.02) -> int:
+    """How many variants a tuner timing in estimate order measures before one within ``within`` of the
+    fastest measured (ties of the estimate in the order given).
+
+        >>> budget_to_winner([3.0, 1.0, 2.0], [10.0, 30.0, 20.0])
+        3
+    """
+    best = min(measured)
+    order = sorted(range(len(estimates)), key=lambda i: estimates[i])
+    return next(k for k, i in enumerate(order, 1) if measured[i] <= best * (1 + within))
+
+
 def within_rho(programs: list[Program], hw: cm.Hardware = cm.H100) -> float:
     """The pairs-weighted mean of each program's own rho (what the tuner relies on)."""
     rs = [(p.rho(hw), len(p.measured)) for p in programs]
@@ -175,17 +187,21 @@ def records_report(path: Path, refit: bool = False) -> str:
     """Per program: rho of the run's estimate, of the model with ``cm.PRIOR``'s unfitted constants, as
     shipped (``cm.H100``) and, with ``refit``, with constants fitted on the other programs only."""
     progs = load_records(path)
-    cols = ["program", "timed variants", "rho, estimate of the run", "rho, prior constants", "rho, model as shipped"]
-    cols += ["rho, held out (fitted on the others)"] if refit else []
+    cols = ["program", "timed variants", "rho, estimate of the run", "rho, prior constants", "rho, model as shipped",
+            "timed to the winner (within 2 %): run's estimate / shipped"]
+    cols += ["held out (fitted on the others): rho; timed to the winner"] if refit else []
     lines = ["| " + " | ".join(cols) + " |", "|---" * len(cols) + "|"]
     held = []
     for p in progs:
         old = spearman(p.old_estimates, p.measured)
-        row = f"| {p.name} | {len(p.measured)} | {old:.2f} | {p.rho(cm.PRIOR):.2f} | {p.rho():.2f} |"
+        now = [cm.time_profile(q).us for q in p.profiles]
+        row = (f"| {p.name} | {len(p.measured)} | {old:.2f} | {p.rho(cm.PRIOR):.2f} | {p.rho():.2f} | "
+               f"{budget_to_winner(p.old_estimates, p.measured)} / {budget_to_winner(now, p.measured)} |")
         if refit:
-            r = p.rho(fit([q for q in progs if q is not p]))
+            hw = fit([q for q in progs if q is not p])
+            r = p.rho(hw)
             held.append((r, len(p.measured)))
-            row += f" {r:.2f} |"
+            row += f" {r:.2f}; {budget_to_winner([cm.time_profile(q, hw).us for q in p.profiles], p.measured)} |"
         lines.append(row)
 
     def summary(label: str, hw: cm.Hardware | None) -> str:
