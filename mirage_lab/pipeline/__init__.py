@@ -51,7 +51,7 @@ def shortlist(candidates: Sequence[KernelGraph], n: int) -> list[int]:
 
     Candidates are grouped by their customized ops' grids (and kernel ops); the groups are taken
     in the order of their best estimate, one candidate each, round after round, until ``n``. The
-    estimates rank well but not exactly (Spearman's rho 0.70-0.91 within a program on stored H100
+    estimates rank well but not exactly (Spearman's rho 0.76-0.91 within a program on stored H100
     records, RESULTS.md "Cost model ranking, round 2"), so rather than a plain top-``n``, which could
     hand the tuner eight variations of one grid while another went untimed, every grid gets a turn.
 
