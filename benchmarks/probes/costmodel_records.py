@@ -63,7 +63,7 @@ def search_candidates(program: str, seconds: float, workers: int) -> list[dict]:
     return out
 
 
-def match(rows: list[dict], raw: list[dict], estimate) -> dict:
+def match(rows: list[dict], raw: list[dict], estimate, given: dict | None = None) -> dict:
     """Join ``rows`` (candidate = shortlist index) to the candidates in ``raw``; see the module doc."""
     graphs = [from_dict(d) for d in raw]
     tags: dict[int, set] = {}
@@ -84,6 +84,8 @@ def match(rows: list[dict], raw: list[dict], estimate) -> dict:
             if all(abs(round(estimate(with_block_dim(g, r["threads"]), options_from_tag(r["options"])).us, 2)
                        - r["estimate_us"]) < 0.011 for r in rs):
                 fits[c].append(j)
+    if given is not None:   # the join is known (the run's shortlist, checked against fits by the caller)
+        fits = {c: [given[c]] if given.get(c) in fits[c] else [] for c in fits}
     order = [c for c in sorted(fits) if fits[c]]
     every: list[dict] = []
 
@@ -102,12 +104,25 @@ def match(rows: list[dict], raw: list[dict], estimate) -> dict:
     # left out (their candidates differ in ways the run's model did not see, so which one ran is unknown)
     pick = {c: every[0][c] for c in order if every and len({a[c] for a in every}) == 1}
     keep = sorted(set(pick.values()))
-    return {"unknown": {str(c): fits[c] for c in sorted(fits) if c not in pick},
+    return {"fits": fits, "unknown": {str(c): fits[c] for c in sorted(fits) if c not in pick},
             "candidates": [raw[j] for j in keep],
             "variants": [{"candidate": keep.index(pick[r["candidate"]]), "threads": r["threads"],
                           "options": r["options"], "median_us": r["median_us"],
                           "old_estimate_us": r["estimate_us"], "error": r["error"]}
                          for r in rows if r["candidate"] in pick]}
+
+
+def shortlist_picks(raw: list[dict], estimate, n: int = 8) -> list[int]:
+    """``pipeline.shortlist`` of the candidates in ``raw`` under the run's cost model (``estimate``): the
+    dump's rows number the candidates in this order. Where ties left the estimates unsure, this decides."""
+    from mirage_lab import pipeline
+
+    saved = pipeline.estimate
+    pipeline.estimate = estimate   # shortlist reads the package's name
+    try:
+        return pipeline.shortlist([from_dict(d) for d in raw], n)
+    finally:
+        pipeline.estimate = saved
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--search", type=float, default=0.0, help="with --e2e: search this many seconds for candidates")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--dump", type=Path, help="a suite_bench --dump file (rows and every candidate)")
+    ap.add_argument("--max-candidates", type=int, default=8, help="with --dump: the run's max_candidates")
     ap.add_argument("--old-model", default=OLD_MODEL, help="git commit of the cost model the run had")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
@@ -132,7 +148,15 @@ def main(argv: list[str] | None = None) -> int:
         raw = json.loads(a.candidates.read_text()) if a.candidates else []
         if a.search:
             raw += search_candidates(a.program, a.search, a.workers)
-    out = {"program": name, "device": device, "source": source, **match(rows, raw, estimate)}
+    joined = match(rows, raw, estimate)
+    if a.dump is not None:   # the run's own shortlist, where every row group fits its pick
+        picks = shortlist_picks(raw, estimate, a.max_candidates)
+        fits_all = all(picks[c] in js for c, js in joined["fits"].items() if c < len(picks))
+        print(f"  the run's shortlist {picks}: {'consistent with' if fits_all else 'CONTRADICTS'} the estimates")
+        if fits_all:
+            joined = match(rows, raw, estimate, given={c: picks[c] for c in joined["fits"] if c < len(picks)})
+    joined.pop("fits")
+    out = {"program": name, "device": device, "source": source, **joined}
     print(f"{name}: {len(out['variants'])} of {len(rows)} rows matched to {len(out['candidates'])} candidates; "
           f"shortlist entries left out (no candidate, or several that fit): {out['unknown']}")
     a.out.write_text(json.dumps([out]))

@@ -51,9 +51,9 @@ def shortlist(candidates: Sequence[KernelGraph], n: int) -> list[int]:
 
     Candidates are grouped by their customized ops' grids (and kernel ops); the groups are taken
     in the order of their best estimate, one candidate each, round after round, until ``n``. The
-    estimates rank well but not exactly (Spearman's rho 0.76-0.91 within a program on stored H100
-    records, RESULTS.md "Cost model ranking, round 2"), so rather than a plain top-``n``, which could
-    hand the tuner eight variations of one grid while another went untimed, every grid gets a turn.
+    estimates do not rank tilings reliably (Spearman's rho against H100 measurements is about 0
+    within a program: RESULTS.md), so a plain top-``n`` by estimate could hand the tuner eight
+    variations of one narrow grid (8 output columns a block) while a wide one went untimed.
 
         >>> shortlist([], 8)
         []

@@ -17,9 +17,9 @@ import rank_quality as rq  # noqa: E402
 
 # RESULTS.md "Cost model ranking, round 2": the model as shipped (per program at least, and the
 # pairs-weighted mean within a program), and held out (constants fitted on the other programs)
-MEAN_WITHIN = 0.82
-EACH_AT_LEAST = 0.75
-HELD_OUT = 0.75
+MEAN_WITHIN = 0.81
+EACH_AT_LEAST = 0.71
+HELD_OUT = 0.73
 
 
 @pytest.fixture(scope="module")
@@ -28,11 +28,11 @@ def programs():
 
 
 def test_the_shipped_constants_rank_every_stored_program(programs):
-    assert len(programs) >= 4 and sum(len(p.measured) for p in programs) >= 180
+    assert len(programs) >= 6 and sum(len(p.measured) for p in programs) >= 250
     rhos = {p.name: p.rho() for p in programs}
     assert min(rhos.values()) >= EACH_AT_LEAST, rhos
     assert rq.within_rho(programs) >= MEAN_WITHIN - 0.005, rhos
-    # and far better than the estimates the runs had (the old model's ranking)
+    # and better than the estimates the runs had (the old model's ranking), on every program
     for p in programs:
         old = rq.spearman(p.old_estimates, p.measured)
         assert rhos[p.name] > old + 0.2, (p.name, rhos[p.name], old)
