@@ -91,7 +91,8 @@ def options_from_tag(tag: str) -> CodegenOptions:
     """
     m = re.fullmatch(r"pw(\d+)(?:x(\d+))?-reg(\w+)-acc(\d+)(?:-ph(\d+))?(-mma)?(-mv)?", tag)
     if m is None:
-        raise MirageLabError(f"options tag {tag!r} is not one CodegenOptions.tag() writes, e.g. 'pw64x2-regNone-acc128-mma'")
+        raise MirageLabError(f"options tag {tag!r} is not one CodegenOptions.tag() writes, "
+                             "e.g. 'pw64x2-regNone-acc128-mma'")
     pw, depth, reg, acc, ph, mma, mv = m.groups()
     return CodegenOptions(pipeline_words=int(pw), pipeline_depth=int(depth or 1),
                           max_registers=None if reg == "None" else int(reg), max_stream_acc=int(acc),

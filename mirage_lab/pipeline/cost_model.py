@@ -6,25 +6,30 @@ measurement picks. Each customized op is costed from what its generated kernel d
 FMAs, and with which thread layout):
 
 * **occupancy and waves**: blocks resident per SM are limited by threads (2048 an SM), shared
-  memory (tiles are staged as float32) and 32 blocks; the grid runs in ``waves`` rounds over
-  the SMs that have a block at all;
-* **memory**: each block's loop reads its tiles every iteration; bytes past the tensor's
-  own size are re-reads of shared operands, served by L2. A round of resident blocks moves its
-  bytes at the SM's share of the DRAM (or L2) bandwidth;
-* **latency**: an iteration cannot be shorter than one DRAM round trip plus a barrier, unless
-  the stream's registers prefetch ``pipeline_depth`` iterations ahead; a short loop pays it
-  every iteration, which is what makes narrow grids with long loops slow;
+  memory (tiles are staged as float32), registers and 32 blocks; the grid runs in ``waves``
+  rounds over the SMs that have a block at all;
+* **bytes**: each block's tiles every iteration; bytes past a tensor's own size are re-reads
+  of shared operands, served by L2. A round of resident blocks moves at the grid's share of
+  DRAM / L2 or the busiest SM's load rate, whichever is slower, and only with enough warps
+  issuing loads;
+* **round trips**: an iteration waits one DRAM round trip (plus a barrier) for its loads,
+  unless they were issued ahead: a stream's registers ``pipeline_depth`` iterations ahead
+  (only the iterations past the first help, as measured), small staged tiles one iteration
+  ahead; a long loop pays it every iteration, which is what makes narrow grids slow;
 * **compute**: per thread, the instructions the generated code issues: FMA partial sums of a
-  streamed matmul (``M * vw`` per row of B, ``K / G`` rows), ``mma.m16n8k16`` instructions
-  (``M`` padded to 16 rows), shared-memory steps of staged matmuls, element-wise stages and
-  serial row loops (``reduction``, ``rms_norm``'s one thread per row); throughput-bound over
-  the resident warps, latency-bound along one thread's chain;
+  streamed matmul (``M * vw`` per row of B, ``K / G`` rows), ``mma.m16n8k16`` (``M`` padded
+  to 16 rows), shared-memory FMA loops of staged matmuls, element-wise stages; throughput-bound
+  over the resident warps. Serial loops are dependent chains: each output's ``G`` k-group
+  partial sums after the loop, ``reduction``, ``rms_norm``'s one thread per row;
+* **spills**: registers past the per-thread budget (65536 / threads, at most 255) turn that
+  share of a thread's instructions into local-memory accesses;
 * launches, and plain kernel-level ops at copy bandwidth (matmuls at cuBLAS's rate).
 
-The constants (``H100``) are an H100's, physical ones from its data sheet and the measured
-copy peak, the rest fitted with ``benchmarks/rank_quality.py --fit`` on the stored H100 tuning
-records (``benchmarks/found/costmodel_h100_records.json``); RESULTS.md "Cost model ranking,
-round 2" gives the leave-one-program-out check.
+The constants (:class:`Hardware`) are an H100's: the limits from its data sheet, the measured
+copy peak, and ten (``FITTED``) fitted to the measured order of the stored H100 tuning records
+(``benchmarks/found/costmodel_h100_records.json``) within 8x of physical guesses (``PRIOR``), with
+``benchmarks/rank_quality.py --records ... --fit``. RESULTS.md "Cost model ranking, round 2" gives
+the check: Spearman's rho within each program, and with each program held out of the fit.
 
     >>> from mirage_lab.examples import rms_norm_linear_fused
     >>> from mirage_lab.codegen import CodegenOptions
@@ -150,7 +155,7 @@ def _registers(streams, options: CodegenOptions) -> int:
     return n
 
 
-def _exposed_latency(bg, plan, streams, options: CodegenOptions, T: int) -> dict:
+def _exposed_latency(bg, streams, options: CodegenOptions, T: int) -> dict:
     """Which kinds of load an iteration of the loop waits for (block_kernel's prefetch rules): a streamed
     B tile held in registers ``pipeline_depth`` iterations ahead (within ``pipeline_words``) or not at
     all (depth 0), a staged tile loaded into registers an iteration ahead ("piped", up to
@@ -276,8 +281,8 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
             rows = max(1, min(s.M, 4096 // (s.G * s.N))) if s.persistent else s.M
             steps = ceil(s.M / rows) * ceil(rows * s.N / T) * s.G
             chain[s.persistent] += steps
-    exposed = _exposed_latency(bg, plan, streams, options, T)
-    # the flattened loop body: FR == 1 kernels do all their work "in the loop"
+    exposed = _exposed_latency(bg, streams, options, T)
+    # FR == 1 kernels do all their work "in the loop": one iteration
     return _Kernel(B, T, FR, smem, loop_bytes, l2_share, once_bytes, dram, exposed,
                    instr[False], chain[False], mma_flops, instr[True], chain[True], _registers(streams, options))
 
@@ -295,7 +300,6 @@ def _time(k: _Kernel, hw: Hardware) -> tuple[float, float, float, float, int, fl
     active = min(hw.sms, k.blocks)
     resident = min(fit, ceil(k.blocks / active))
     waves = ceil(k.blocks / (active * resident))
-    # a round of resident blocks shares the SM's load path and its share of DRAM / L2
     # a round's loads: the whole grid's share of DRAM and L2, or the busiest SM's load path
     round_blocks = min(k.blocks, active * resident)
     grid_bytes = round_blocks * k.loop_bytes
