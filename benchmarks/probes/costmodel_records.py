@@ -11,6 +11,7 @@ that more than one candidate fits in every such join is left out (``unknown``): 
     python benchmarks/probes/costmodel_records.py --e2e benchmarks/found/e2e_h100_run15b.json \\
         --program rmsnorm_linear_16x4096x4096 --search 300 --out /tmp/rec.json
     python benchmarks/probes/costmodel_records.py --dump DUMPDIR/some_program.json --out /tmp/rec.json
+    python benchmarks/probes/costmodel_records.py --dump NEWDUMP.json --old-model current --out /tmp/rec.json
     # then merge the programs into found/costmodel_h100_records.json (a JSON list, one record a program)
 """
 from __future__ import annotations
@@ -36,7 +37,11 @@ OLD_MODEL = "e470ca9"   # the cost model of H100 run 15 and of the 2026-11-25 su
 
 
 def old_estimate(commit: str):
-    """``estimate`` of the cost model at ``commit`` (its module text, relative imports made absolute)."""
+    """``estimate`` of the cost model at ``commit`` (its module text, relative imports made absolute);
+    ``"current"``: the model of this working tree (for runs made with it)."""
+    if commit == "current":
+        from mirage_lab.pipeline.cost_model import estimate
+        return estimate
     src = subprocess.run(["git", "show", f"{commit}:mirage_lab/pipeline/cost_model.py"], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout
     src = src.replace("from ..", "from mirage_lab.")
@@ -134,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--dump", type=Path, help="a suite_bench --dump file (rows and every candidate)")
     ap.add_argument("--max-candidates", type=int, default=8, help="with --dump: the run's max_candidates")
-    ap.add_argument("--old-model", default=OLD_MODEL, help="git commit of the cost model the run had")
+    ap.add_argument("--old-model", default=OLD_MODEL,
+                    help="git commit of the cost model the run had, or 'current' (runs made with this tree's model)")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
     estimate = old_estimate(a.old_model)
