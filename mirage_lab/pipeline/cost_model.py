@@ -113,6 +113,9 @@ class Estimate:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+SMEM_POOL_BYTES = 48 * 1024   # codegen.plan.SMEM_LIMIT_FLOATS: numba's static shared arrays
+
+
 def _prod(xs) -> int:
     n = 1
     for x in xs:
@@ -283,16 +286,20 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
             steps = ceil(s.M / rows) * ceil(rows * s.N / T) * s.G
             chain[s.persistent] += steps
     exposed = _exposed_latency(bg, streams, options, T)
-    # what the generator laid out: buffers past the 48 KB static pool go to per-block global scratch
+    # what the generator laid out: buffers past the 48 KB static pool go to per-block global scratch.
+    # Emitting the kernel tells (milliseconds); where even every buffer side by side fits, nothing moves
     scratch_share = 0.0
-    try:
-        from ..codegen.block_kernel import emit_block_kernel
+    bound = smem + 4 * (plan.int_words if plan is not None else 0) + 4 * sum(
+        s.G * s.M * s.N for s in streams.values())
+    if bound > SMEM_POOL_BYTES:
+        try:
+            from ..codegen.block_kernel import emit_block_kernel
 
-        info = emit_block_kernel(bg, "k", options)[1]
-        smem = info.pool_floats * 4
-        scratch_share = info.scratch_floats_per_block / max(1, info.pool_floats + info.scratch_floats_per_block)
-    except Exception:  # noqa: BLE001  (the compiler reports what cannot be generated; keep the estimate)
-        pass
+            info = emit_block_kernel(bg, "k", options)[1]
+            smem = info.pool_floats * 4
+            scratch_share = info.scratch_floats_per_block / max(1, info.pool_floats + info.scratch_floats_per_block)
+        except Exception:  # noqa: BLE001  (the compiler reports what cannot be generated; keep the estimate)
+            pass
     # FR == 1 kernels do all their work "in the loop": one iteration
     return _Kernel(B, T, FR, smem, loop_bytes, l2_share, once_bytes, dram, exposed,
                    instr[False], chain[False], mma_flops, instr[True], chain[True], _registers(streams, options),
