@@ -66,6 +66,16 @@ def test_fma_partial_sums_past_the_register_budget_cost_more_at_more_threads():
     assert us(large) > estimate(large, CodegenOptions(), with_constants(spill_us=0.0)).us
 
 
+def test_buffers_past_the_shared_memory_pool_cost_their_l2_round_trips():
+    # a 32 x 512 staged tile (64 KB as float32) cannot sit in the 48 KB pool: the generator moves it to global
+    # scratch, and its steps wait on L2; a 16 x 1024 / 32-block tiling fits and is unaffected
+    spilled = rms_norm_linear_fused(32, 2048, 512, grid=16, forloop_range=4)
+    fits = rms_norm_linear_fused(16, 1024, 1024, grid=32, forloop_range=2)
+    no_l2_cost = with_constants(scratch_us=0.0)
+    assert us(spilled) > estimate(spilled, CodegenOptions(), no_l2_cost).us
+    assert us(fits) == estimate(fits, CodegenOptions(), no_l2_cost).us
+
+
 def test_estimate_keeps_its_public_fields():
     e = estimate(rms_norm_linear_fused(4, 256, 256, grid=8, forloop_range=4), CodegenOptions())
     assert isinstance(e, Estimate)
