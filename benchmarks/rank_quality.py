@@ -1,5 +1,13 @@
 """How well the cost model ranks lowerings, from stored tuning records: Spearman's rho of estimate vs measured.
 
+Two kinds of input:
+
+* ``--records FILE``: tuning records with the candidate μGraphs (``found/costmodel_h100_records.json``:
+  per program every timed variant's candidate, threads, codegen options and measured median µs). The
+  estimates are recomputed with the cost model as it is now, beside the estimate the run had
+  (``old_estimate_us``); ``--fit`` refits the model's fitted constants (``cost_model.FITTED``) and
+  reports leave-one-program-out rho: the constants fitted on the other programs, rho on the held-out one.
+
 Reads e2e_bench JSON files (a list of program records, each with ``tuning``: every variant's
 ``estimate_us``, ``median_us``, ``error``) and suite_bench JSONL files (one record per program with
 ``rank_pairs``), and prints each program's rho over its timed variants, then the pooled rho and the
@@ -7,17 +15,29 @@ mean within a program (``mirage_lab.pipeline.ranking``; issue 19 asks for >= 0.8
 measurements are the stored ones.
 
     python benchmarks/rank_quality.py benchmarks/found/e2e_h100_run15a.json benchmarks/found/e2e_h100_run15b.json
+    python benchmarks/rank_quality.py --records benchmarks/found/costmodel_h100_records.json [--fit]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mirage_lab.codegen import CodegenOptions  # noqa: E402
+from mirage_lab.errors import MirageLabError  # noqa: E402
+from mirage_lab.ir.serialize import from_dict  # noqa: E402
+from mirage_lab.pipeline import cost_model as cm  # noqa: E402
 from mirage_lab.pipeline.ranking import pooled_spearman, spearman  # noqa: E402
+from mirage_lab.pipeline.variants import with_block_dim  # noqa: E402
+
+RECORDS = Path(__file__).resolve().parent / "found" / "costmodel_h100_records.json"
 
 
 def read_pairs(path: Path) -> list[tuple[str, list[tuple[float, float]]]]:
@@ -62,11 +82,158 @@ def report(paths: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def options_from_tag(tag: str) -> CodegenOptions:
+    """The :class:`CodegenOptions` a variant's tag names (``CodegenOptions.tag``'s inverse).
+
+        >>> options_from_tag("pw64x2-regNone-acc128-mma-mv") == CodegenOptions(pipeline_words=64, pipeline_depth=2,
+        ...                                                                   mma=True, mma_b16=True)
+        True
+    """
+    m = re.fullmatch(r"pw(\d+)(?:x(\d+))?-reg(\w+)-acc(\d+)(?:-ph(\d+))?(-mma)?(-mv)?", tag)
+    if m is None:
+        raise MirageLabError(f"options tag {tag!r} is not one CodegenOptions.tag() writes, "
+                             "e.g. 'pw64x2-regNone-acc128-mma'")
+    pw, depth, reg, acc, ph, mma, mv = m.groups()
+    return CodegenOptions(pipeline_words=int(pw), pipeline_depth=int(depth or 1),
+                          max_registers=None if reg == "None" else int(reg), max_stream_acc=int(acc),
+                          phase_words=int(ph or 32), mma=bool(mma), mma_b16=bool(mv))
+
+
+@dataclass
+class Program:
+    """One program's timed variants: each one's cost profile (hardware-free), measured µs and the run's estimate."""
+
+    name: str
+    profiles: list
+    measured: list[float]
+    old_estimates: list[float]
+
+    def rho(self, hw: cm.Hardware = cm.H100) -> float | None:
+        return spearman([cm.time_profile(p, hw).us for p in self.profiles], self.measured)
+
+
+def load_records(path: Path = RECORDS) -> list[Program]:
+    """The programs of a records file, every variant that was timed and checked correct."""
+    out = []
+    for r in json.loads(Path(path).read_text()):
+        graphs = [from_dict(d) for d in r["candidates"]]
+        prog = Program(r["program"], [], [], [])
+        for v in r["variants"]:
+            if v.get("error") is not None or v.get("median_us") is None:
+                continue
+            g = with_block_dim(graphs[v["candidate"]], v["threads"])
+            prog.profiles.append(cm.profile(g, options_from_tag(v["options"])))
+            prog.measured.append(float(v["median_us"]))
+            prog.old_estimates.append(float(v.get("old_estimate_us", "nan")))
+        out.append(prog)
+    return out
+
+
+def budget_to_winner(estimates: list[float], measured: list[float], within: float = 0.02) -> int:
+    """How many variants a tuner timing in estimate order measures before one within ``within`` of the
+    fastest measured (ties of the estimate in the order given).
+
+        >>> budget_to_winner([3.0, 1.0, 2.0], [10.0, 30.0, 20.0])
+        3
+    """
+    best = min(measured)
+    order = sorted(range(len(estimates)), key=lambda i: estimates[i])
+    return next(k for k, i in enumerate(order, 1) if measured[i] <= best * (1 + within))
+
+
+def within_rho(programs: list[Program], hw: cm.Hardware = cm.H100) -> float:
+    """The pairs-weighted mean of each program's own rho (what the tuner relies on)."""
+    rs = [(p.rho(hw), len(p.measured)) for p in programs]
+    rs = [(r, n) for r, n in rs if r is not None]
+    return sum(r * n for r, n in rs) / max(1, sum(n for _, n in rs))
+
+
+def log_spread(programs: list[Program], hw: cm.Hardware = cm.H100) -> float:
+    """Minus the pairs-weighted variance, within each program, of log(estimate / measured): 0 when each
+    program's estimates are its measurements times one factor. Smoother than rho, so a better thing to fit."""
+    total = n = 0.0
+    for p in programs:
+        r = np.log([cm.time_profile(q, hw).us for q in p.profiles]) - np.log(p.measured)
+        total += float(((r - r.mean()) ** 2).sum())
+        n += len(r)
+    return -total / max(1.0, n)
+
+
+def fit(programs: list[Program], start: cm.Hardware = cm.PRIOR, bound: float = 8.0, rounds: int = 6,
+        score=None) -> cm.Hardware:
+    """Coordinate search over ``cm.FITTED`` for the best ``score`` over ``programs`` (by default
+    ``within_rho``, the ranks themselves): each constant scaled by 0.5 ... 2 at a time, kept within
+    ``bound`` times its value in ``start`` (the physical guesses of ``cm.PRIOR``), so that few records
+    cannot drive a constant to a value no H100 has."""
+    score = score or within_rho
+    steps = (0.5, 0.7, 0.85, 1.2, 1.4, 2.0)
+    hw, best = start, score(programs, start)
+    for _ in range(rounds):
+        moved = False
+        for name in cm.FITTED:
+            base, origin = getattr(hw, name), getattr(start, name)
+            for f in steps:
+                if not origin / bound <= base * f <= origin * bound:
+                    continue
+                trial = cm.with_constants(hw, **{name: base * f})
+                val = score(programs, trial)
+                if val > best + 1e-9:
+                    best, hw, moved = val, trial, True
+        if not moved:
+            break
+    return hw
+
+
+def records_report(path: Path, refit: bool = False) -> str:
+    """Per program: rho of the run's estimate, of the model with ``cm.PRIOR``'s unfitted constants, as
+    shipped (``cm.H100``) and, with ``refit``, with constants fitted on the other programs only."""
+    progs = load_records(path)
+    cols = ["program", "timed variants", "rho, estimate of the run", "rho, prior constants", "rho, model as shipped",
+            "timed to the winner (within 2 %): run's estimate / shipped"]
+    cols += ["held out (fitted on the others): rho; timed to the winner"] if refit else []
+    lines = ["| " + " | ".join(cols) + " |", "|---" * len(cols) + "|"]
+    held = []
+    for p in progs:
+        old = spearman(p.old_estimates, p.measured)
+        now = [cm.time_profile(q).us for q in p.profiles]
+        row = (f"| {p.name} | {len(p.measured)} | {old:.2f} | {p.rho(cm.PRIOR):.2f} | {p.rho():.2f} | "
+               f"{budget_to_winner(p.old_estimates, p.measured)} / {budget_to_winner(now, p.measured)} |")
+        if refit:
+            hw = fit([q for q in progs if q is not p])
+            r = p.rho(hw)
+            held.append((r, len(p.measured)))
+            row += f" {r:.2f}; {budget_to_winner([cm.time_profile(q, hw).us for q in p.profiles], p.measured)} |"
+        lines.append(row)
+
+    def summary(label: str, hw: cm.Hardware | None) -> str:
+        s = pooled_spearman([list(zip(p.old_estimates, p.measured)) if hw is None else
+                             [(cm.time_profile(q, hw).us, m) for q, m in zip(p.profiles, p.measured)] for p in progs])
+        return f"{label}: pooled rho {s['pooled']:.2f}, mean within a program {s['mean']:.2f}"
+
+    lines += ["", summary("estimate of the run", None), summary("prior constants", cm.PRIOR),
+              summary("model as shipped", cm.H100)]
+    if refit:
+        n = sum(k for _, k in held)
+        lines.append(f"leave-one-program-out: mean within a program {sum(r * k for r, k in held) / n:.2f}")
+        hw = fit(progs)
+        lines.append(f"fitted on every program: mean within a program {within_rho(progs, hw):.2f}; constants "
+                     + ", ".join(f"{k}={getattr(hw, k):.4g}" for k in cm.FITTED))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("files", nargs="+", type=Path, help="e2e_bench JSON or suite_bench JSONL records")
+    ap.add_argument("files", nargs="*", type=Path, help="e2e_bench JSON or suite_bench JSONL records")
+    ap.add_argument("--records", type=Path, default=None,
+                    help="records with candidate μGraphs (found/costmodel_h100_records.json): re-estimate them")
+    ap.add_argument("--fit", action="store_true", help="with --records: refit the constants, leave one program out")
     a = ap.parse_args(argv)
-    print(report(a.files))
+    if a.files:
+        print(report(a.files))
+    if a.records is not None:
+        print(records_report(a.records, a.fit))
+    if not a.files and a.records is None:
+        ap.error("pass record files, --records FILE, or both")
     return 0
 
 

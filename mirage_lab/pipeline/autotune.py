@@ -320,9 +320,9 @@ def plan_variants(candidates: Sequence[KernelGraph], *, max_variants: int | None
     """All variants of all candidates with estimates, in the order a time budget spends on them.
 
     Each candidate's best first; then the best of each of its (FMA or tensor cores, block size)
-    groups, since the cost model does not rank across those (measured rank correlation about 0;
-    in one H100 run a 45 s budget missed GQA decode's fastest lowering, a 256-thread FMA one,
-    because every FMA and tensor-core estimate lay within 1 %); then the rest, by estimate.
+    groups, a hedge where the estimate errs (with the model of 2026-11-22, whose rank correlation was
+    about 0, a 45 s budget missed GQA decode's fastest lowering, a 256-thread FMA one); then the
+    rest, by estimate.
     """
     per: list[list[tuple[Variant, Estimate]]] = []
     for i, g in enumerate(candidates):
