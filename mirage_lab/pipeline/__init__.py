@@ -54,14 +54,14 @@ def shortlist(candidates: Sequence[KernelGraph], n: int, band: float = SHORTLIST
 
     Candidates are grouped by their customized ops' grids (and kernel ops); the groups are taken
     in the order of their best estimate, one candidate each, round after round, until ``n``. The
-    estimates do not rank tilings reliably (Spearman's rho against H100 measurements is about 0
-    within a program: RESULTS.md), so a plain top-``n`` by estimate could hand the tuner eight
-    variations of one narrow grid (8 output columns a block) while a wide one went untimed.
-    They do tell gross differences apart (a grid that fills a quarter of the SMs, a block that
-    re-reads its operand many times): on the H100 records, every candidate rated more than
-    ``band`` (2×) the best measured 1.8–15× slower than the winner, while every winning candidate
-    was rated within 1.02× of the best. Those are left out: their compiles (20–40 s each) ate
-    the tuning budget before the plausible ones were measured.
+    estimates rank lowerings within a program only roughly (Spearman's rho against H100
+    measurements 0.76 held out: RESULTS.md, "Cost model ranking, round 2"), so every grid gets a
+    turn rather than eight variations of one narrow grid crowding out a wide one.
+    Gross differences the estimates do tell apart (a grid that fills a quarter of the SMs, a block
+    that re-reads its operand many times): on the H100 records every candidate rated past ``band``
+    (2×) times the best measured 5–18× slower than the winner, and every winning candidate was the
+    best rated. Those are left out: their compiles (20–40 s each) ate the tuning budget before the
+    plausible ones were measured.
 
         >>> shortlist([], 8)
         []
