@@ -9,7 +9,9 @@ Arithmetic: values are below PQ < 2**15, so a product fits in 30 bits; sums are 
 int64 and reduced by Barrett reduction (a multiply and a shift, valid below 2**37), never
 by a 64-bit ``%`` in a loop. Arrays live on the device between ops (uint16, contiguous).
 
-All numba imports go through :mod:`mirage_lab.gpu.numba_compat`.
+All numba imports go through :mod:`mirage_lab.gpu.numba_compat`. Every kernel is compiled with
+``cache=True`` (numba's on-disk cache, one entry per argument signature), so a search's worker
+processes load them instead of each compiling them again at start (issue 20).
 
     >>> from mirage_lab.verify import get_ops
     >>> ops = get_ops("cuda")                     # doctest: +SKIP  (needs a GPU or the simulator)
@@ -46,14 +48,14 @@ def _red(x):
     return r
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _lut_kernel(x, table, out, n):
     i = cuda.grid(1)
     if i < n:
         out[i] = table[x[i]]
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _arith_kernel(a, b, out, shape, sa, sb, op, n):
     i = cuda.grid(1)
     if i >= n:
@@ -91,7 +93,7 @@ def _arith_kernel(a, b, out, shape, sa, sb, op, n):
     out[i] = r
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _matmul_kernel(a, b, out, bshape, sa, sb, m, n, K, total):
     # One thread per output element; the k loop only multiplies, adds and compares.
     i = cuda.grid(1)
@@ -119,7 +121,7 @@ def _matmul_kernel(a, b, out, bshape, sa, sb, m, n, K, total):
     out[i] = _red(acc)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _reduce_kernel(x, out, n, inner, total):
     i = cuda.grid(1)
     if i >= total:
@@ -135,7 +137,7 @@ def _reduce_kernel(x, out, n, inner, total):
     out[i] = _red(acc)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _copy_kernel(src, dst, shape, sstr, dstr, soff, doff, n):
     i = cuda.grid(1)
     if i >= n:
