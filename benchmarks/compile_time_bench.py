@@ -42,8 +42,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.pop("NUMBA_ENABLE_CUDASIM", None)   # the real CUDA target's compiler, not the simulator's
-# NVVM asks NVRTC which archs it supports; a CPU box may have libnvvm without libnvrtc: name the arch instead
-os.environ.setdefault("NUMBA_FORCE_CUDA_CC", "9.0")
+
+
+def _without_nvrtc() -> None:
+    """numba-cuda 0.30 asks libNVRTC which archs exist; where it is missing (a CPU box with libNVVM only) answer
+    for it, as tests/codegen/codegen_ptx.py does."""
+    from numba.cuda import cuda_paths
+    from numba.cuda.cudadrv import nvrtc
+
+    try:
+        nvrtc.get_supported_ccs()
+    except Exception:
+        nvrtc.get_supported_ccs = lambda: [CC]
+        nvrtc.get_arch_option = lambda major, minor: f"compute_{major}{minor}"
+        cuda_paths._get_nvrtc_path = lambda: None
 
 CC = (9, 0)   # H100
 
@@ -164,18 +176,22 @@ def measure_variant(v: Any, workdir: Path, profile: cProfile.Profile | None = No
     return row
 
 
+_PATCHES: dict[str, tuple[Any, Any]] = {}
+
+
 def typing_memo(on: bool) -> None:
-    """Switch mirage_lab's call-typing memo (``gpu.numba_compat``) on or off in this process."""
+    """Switch mirage_lab's compile speed-ups of numba-cuda (``gpu.numba_compat``: the call-typing memo and
+    the flags' ``values()``) on or off in this process."""
+    from numba.cuda.core.targetconfig import TargetConfig
     from numba.cuda.typing.context import BaseContext
 
-    from mirage_lab.gpu import numba_compat  # noqa: F401  (applies the memo)
+    from mirage_lab.gpu import numba_compat  # noqa: F401  (applies them)
 
-    current = BaseContext.resolve_function_type
-    original = getattr(current, "__wrapped__", current)
-    if on and not getattr(current, "_mirage_memo", False):
-        BaseContext.resolve_function_type = numba_compat._MEMOIZED_RESOLVE
-    elif not on:
-        BaseContext.resolve_function_type = original
+    for cls, name in ((BaseContext, "resolve_function_type"), (TargetConfig, "values")):
+        if name not in _PATCHES:
+            patched = getattr(cls, name)
+            _PATCHES[name] = (patched, getattr(patched, "__wrapped__", patched))
+        setattr(cls, name, _PATCHES[name][0] if on else _PATCHES[name][1])
 
 
 def found_candidates(pattern: str) -> list[tuple[str, Any]]:
@@ -236,13 +252,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="cProfile of the lowering of every variant, top 25")
     ap.add_argument("--json", default="", help="write the rows here")
     ap.add_argument("--typing-memo", choices=("on", "off", "ab"), default="on",
-                    help="mirage_lab's per-compile call-typing memo (gpu/numba_compat.py): on, off, or each variant "
+                    help="mirage_lab's numba-cuda compile speed-ups (gpu/numba_compat.py: call-typing memo, flag "
+                         "values): on, off, or each variant "
                          "compiled both ways (off first), same load, with the PTX compared")
     a = ap.parse_args(argv)
 
     from mirage_lab.gpu.numba_compat import quiet_occupancy_warnings
     from mirage_lab.pipeline.autotune import plan_variants
 
+    _without_nvrtc()
     quiet_occupancy_warnings()
     cands = found_candidates(a.found)
     if a.suite:

@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# saved per worker process after the first: {rows[0]['first_ops_s'] - rows[1]['first_ops_s']:.2f} s")
         return 0
     os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
+    import compile_time_bench as ctb
+
+    ctb._without_nvrtc()
     rows = cpu_compile_times()
     print(f"# load {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; sm_90; one signature per kernel")
     print("| kernel | numba s | nvvm s | ptxas s | total s |\n|---|---|---|---|---|")

@@ -182,3 +182,38 @@ _MEMOIZED_RESOLVE = None   # the memoized method, for benchmarks/compile_time_be
 
 
 MEMO_TYPING = _memoized_call_typing()
+
+
+def _fast_flag_values() -> bool:
+    """numba-cuda's compile flags' ``values()`` without a property call per option.
+
+    Template typing keys its overload cache on the compile's flags, and comparing two flag sets
+    builds ``values()``, a dict of every option read through its property: about 10 % of a
+    generated kernel's compile went there (80,000 calls, two million property reads, for one
+    kernel). The properties are numba's own generated getters, ``self._values.get(name,
+    option.default)``; reading ``_values`` directly gives the same dict.
+    """
+    if SIMULATOR:
+        return False
+    try:
+        import numba_cuda
+        from numba.cuda.core.targetconfig import TargetConfig
+    except Exception:  # pragma: no cover - another numba layout: keep its own method
+        return False
+    if not getattr(numba_cuda, "__version__", "").startswith("0.30."):
+        return False
+    original = TargetConfig.values
+    if getattr(original, "_mirage_fast", False):
+        return True
+
+    def values(self):  # same dict as numba's
+        get = self._values.get
+        return {k: get(k, opt.default) for k, opt in self.options.items()}
+
+    values._mirage_fast = True  # type: ignore[attr-defined]
+    values.__wrapped__ = original  # type: ignore[attr-defined]
+    TargetConfig.values = values
+    return True
+
+
+FAST_FLAG_VALUES = _fast_flag_values()
