@@ -7,7 +7,8 @@ compile steps for sm_90 on the CPU, per generated kernel:
 
 - ``gen``: ``codegen.generate_module`` (the Python source), and importing the module;
 - ``numba``: numba's front end to LLVM IR (``compile_cuda``, as a kernel launch does), of which ``typing``
-  (type inference) and ``lowering`` (numba IR -> LLVM IR) are numba's own pass timings;
+  (type inference), ``lowering`` (numba IR -> LLVM IR) and ``SSA`` (its SSA reconstruction) are numba's own
+  pass timings;
 - ``nvvm``: NVVM, LLVM IR -> PTX (``get_asm_strs``); ``ptx_kb``: its size;
 - ``ptxas``: PTX -> SASS with the CUDA toolkit's ``ptxas -arch=sm_90`` where one is installed (the driver
   runs the same assembler when it loads numba's PTX on the GPU); registers and spills from ``-v``.
@@ -119,6 +120,7 @@ def compile_kernel(kern: Any, views: list[str], workdir: Path, profile: cProfile
 
     from mirage_lab.gpu.numba_compat import types
 
+    _without_nvrtc()
     opts = kern.targetoptions
     fastmath = opts.get("fastmath", False)
     t0 = time.perf_counter()
@@ -141,7 +143,8 @@ def compile_kernel(kern: Any, views: list[str], workdir: Path, profile: cProfile
            for name, t in times.items()}
     typing_s = sum(v for k, v in run.items() if "type_inference" in k)
     lowering_s = sum(v for k, v in run.items() if k.endswith("native_lowering"))
-    row = {"lower_s": t1 - t0, "typing_s": typing_s, "lowering_s": lowering_s, "nvvm_s": t2 - t1,
+    ssa_s = sum(v for k, v in run.items() if "ssa" in k)
+    row = {"lower_s": t1 - t0, "typing_s": typing_s, "lowering_s": lowering_s, "ssa_s": ssa_s, "nvvm_s": t2 - t1,
            "ptx_kb": len(ptx) / 1024,
            "ptx_sha": hashlib.sha1(normalized(ptx).encode()).hexdigest()[:12]}
     if run_ptxas:
@@ -237,7 +240,7 @@ def fmt_row(prog: str, r: dict[str, Any]) -> str:
         return "—" if v is None else format(v, spec)
 
     return (f"| {prog} | {r['variant']} | {r['kernels']} | {r['src_lines']} | {f('gen_s')} | {f('import_s')} | "
-            f"{f('typing_s')} | {f('lowering_s')} | {f('lower_s')} | {f('nvvm_s')} | {f('ptxas_s')} | {f('total_s')} | {f('ptx_kb', '.0f')} | "
+            f"{f('typing_s')} | {f('lowering_s')} | {f('ssa_s')} | {f('lower_s')} | {f('nvvm_s')} | {f('ptxas_s')} | {f('total_s')} | {f('ptx_kb', '.0f')} | "
             f"{f('regs', 'd')} | {f('spill_b', 'd')} | {r.get('ptx_sha', '—')} |")
 
 
@@ -248,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--search-seconds", type=float, default=30.0)
     ap.add_argument("--max-variants", type=int, default=0, help="per candidate, in the tuner's order (0: all)")
     ap.add_argument("--only", default="", help="substring a candidate's name must contain")
+    ap.add_argument("--variants", default="", help="regular expression a variant's tag must match (e.g. '^(?!.*mma)': "
+                                                    "FMA lowerings only)")
     ap.add_argument("--no-ptxas", action="store_true")
     ap.add_argument("--profile", action="store_true", help="cProfile of the lowering of every variant, top 25")
     ap.add_argument("--json", default="", help="write the rows here")
@@ -270,9 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     print(f"# load {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; sm_{CC[0]}{CC[1]}; ptxas "
           f"{'off' if a.no_ptxas else shutil.which('ptxas')}")
-    print("| candidate | variant | kernels | kernel lines | gen s | import s | typing s | lowering s | numba s "
+    print("| candidate | variant | kernels | kernel lines | gen s | import s | typing s | lowering s | SSA s | numba s "
           "| nvvm s | ptxas s | total s | PTX KiB | regs | spill B | PTX sha1 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="mirage_ct_") as tmp:
         work = Path(tmp)
         # one throwaway compile first: numba's first kernel in a process pays its target's start-up
@@ -286,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             planned = plan_variants([g])
             plan_s = time.perf_counter() - t0
             print(f"# {name}: {len(planned)} variants planned in {plan_s:.2f} s")
+            planned = [p for p in planned if re.search(a.variants, p[0].tag)]
             for v, _ in planned[: a.max_variants or None]:
                 for memo in (("off", "on") if a.typing_memo == "ab" else (a.typing_memo,)):
                     typing_memo(memo == "on")
@@ -301,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(fmt_row(name, r), flush=True)
     if rows:
         tot = {k: sum(r.get(k, 0.0) or 0.0 for r in rows) for k in ("gen_s", "import_s", "typing_s", "lowering_s",
-                                                                     "lower_s", "nvvm_s", "ptxas_s", "total_s")}
+                                                                     "ssa_s", "lower_s", "nvvm_s", "ptxas_s", "total_s")}
         print("# sums over " + str(len(rows)) + " variants: " + ", ".join(f"{k} {v:.1f}" for k, v in tot.items()))
     if prof is not None:
         s = io.StringIO()

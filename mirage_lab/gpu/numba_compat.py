@@ -191,7 +191,8 @@ def _fast_flag_values() -> bool:
     builds ``values()``, a dict of every option read through its property: about 10 % of a
     generated kernel's compile went there (80,000 calls, two million property reads, for one
     kernel). The properties are numba's own generated getters, ``self._values.get(name,
-    option.default)``; reading ``_values`` directly gives the same dict.
+    option.default)`` (and ``_values`` holds only options, set through them): the defaults
+    overlaid with ``_values`` are the same dict.
     """
     if SIMULATOR:
         return False
@@ -206,9 +207,13 @@ def _fast_flag_values() -> bool:
     if getattr(original, "_mirage_fast", False):
         return True
 
-    def values(self):  # same dict as numba's
-        get = self._values.get
-        return {k: get(k, opt.default) for k, opt in self.options.items()}
+    defaults: dict[type, dict] = {}   # per flags class: every option's default
+
+    def values(self):  # same dict as numba's: the set options over the defaults
+        d = defaults.get(type(self))
+        if d is None:
+            d = defaults[type(self)] = {k: opt.default for k, opt in self.options.items()}
+        return {**d, **self._values}
 
     values._mirage_fast = True  # type: ignore[attr-defined]
     values.__wrapped__ = original  # type: ignore[attr-defined]
