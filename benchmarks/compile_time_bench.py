@@ -146,21 +146,22 @@ def compile_kernel(kern: Any, views: list[str], workdir: Path, profile: cProfile
     ssa_s = sum(v for k, v in run.items() if "ssa" in k)
     row = {"lower_s": t1 - t0, "typing_s": typing_s, "lowering_s": lowering_s, "ssa_s": ssa_s, "nvvm_s": t2 - t1,
            "ptx_kb": len(ptx) / 1024,
-           "ptx_sha": hashlib.sha1(normalized(ptx).encode()).hexdigest()[:12]}
+           "ptx_sha": hashlib.sha1(normalized(ptx).encode()).hexdigest()[:12], "ptx": ptx}
     if run_ptxas:
         row.update(ptxas(ptx, workdir))
     return row
 
 
 def measure_variant(v: Any, workdir: Path, profile: cProfile.Profile | None = None,
-                    run_ptxas: bool = True) -> dict[str, Any]:
+                    run_ptxas: bool = True, dump: Path | None = None) -> dict[str, Any]:
     """One variant: generate, import, then compile each of its kernels (sums over the kernels)."""
     from mirage_lab.codegen import generate_module
 
     t0 = time.perf_counter()
     gen = generate_module(v.graph, options=v.options)
     t1 = time.perf_counter()
-    tag = f"{v.graph.content_hash()[:10]}_{v.threads}_{abs(hash(v.options.tag())) % 10**8}"
+    # the module's name is in every mangled kernel name: the same for a variant in every process
+    tag = hashlib.sha1(f"{v.graph.content_hash()}/{v.threads}/{v.options.tag()}".encode()).hexdigest()[:16]
     mod = load_generated(gen.source, tag, workdir)
     t2 = time.perf_counter()
     row: dict[str, Any] = {"variant": v.tag, "gen_s": t1 - t0, "import_s": t2 - t1, "kernels": len(gen.kernels),
@@ -170,6 +171,11 @@ def measure_variant(v: Any, workdir: Path, profile: cProfile.Profile | None = No
         launch = getattr(mod, f"_launch_{info.name}")
         views = [str(t).replace("torch.", "") for t in launch.views]
         k = compile_kernel(getattr(mod, info.name), views, workdir, profile, run_ptxas)
+        if dump is not None:   # normalized PTX per kernel, to diff two code generators' output
+            dump.mkdir(parents=True, exist_ok=True)
+            (dump / f"{v.tag.replace('/', '_')}_{info.name}.ptx").write_text(normalized(k.pop("ptx")))
+        else:
+            k.pop("ptx")
         for key, val in k.items():
             if isinstance(val, (int, float)) and val is not None:
                 row[key] = row.get(key, 0) + val
@@ -256,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-ptxas", action="store_true")
     ap.add_argument("--profile", action="store_true", help="cProfile of the lowering of every variant, top 25")
     ap.add_argument("--json", default="", help="write the rows here")
+    ap.add_argument("--dump-ptx", default="", help="write each kernel's normalized PTX into this folder")
     ap.add_argument("--typing-memo", choices=("on", "off", "ab"), default="on",
                     help="mirage_lab's numba-cuda compile speed-ups (gpu/numba_compat.py: call-typing memo, flag "
                          "values): on, off, or each variant "
@@ -296,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
                 for memo in (("off", "on") if a.typing_memo == "ab" else (a.typing_memo,)):
                     typing_memo(memo == "on")
                     try:
-                        r = measure_variant(v, work, prof, not a.no_ptxas)
+                        r = measure_variant(v, work, prof, not a.no_ptxas,
+                                            Path(a.dump_ptx) / name if a.dump_ptx else None)
                     except Exception as e:
                         print(f"| {name} | {v.tag} | error: {type(e).__name__}: {str(e)[:150]} |")
                         continue
