@@ -197,8 +197,31 @@ class CudaFieldOps(FieldOps):
     @classmethod
     def instance(cls) -> "CudaFieldOps":
         if cls._inst is None:
-            cls._inst = cls()
+            ops = cls()
+            ops.self_check()
+            cls._inst = ops
         return cls._inst
+
+    def self_check(self) -> None:
+        """Raise :class:`FieldError` unless add, mul and matmul on the device agree with numpy modulo PQ.
+
+        The kernels are cached on disk keyed by this file, not by ``field.PQ`` that they compile in: a
+        kernel cached before P or Q changed would fingerprint modulo the old PQ, silently. Three tiny
+        launches per process catch it.
+        """
+        from . import field
+
+        pq = field.PQ
+        a = np.array([[pq - 1, 12345, 2, 0]], dtype=np.int64)
+        b = np.array([[pq - 1], [23456], [3], [5]], dtype=np.int64)
+        da, db = self.asarray(a.astype(FP_DTYPE)), self.asarray(b.T.astype(FP_DTYPE))
+        got = [self.to_numpy(self._arith("add", da, db)), self.to_numpy(self._arith("mul", da, db)),
+               self.to_numpy(self.matmul(da, self.asarray(b.astype(FP_DTYPE))))]
+        want = [(a + b.T) % pq, (a * b.T) % pq, (a @ b) % pq]
+        if not all(np.array_equal(g.astype(np.int64), w) for g, w in zip(got, want)):
+            raise FieldError(f"the CUDA fingerprint kernels do not compute modulo PQ={pq}: numba's disk cache holds "
+                             "kernels compiled for another P or Q. Delete the cuda_backend*.nbi/.nbc files under "
+                             "mirage_lab/verify/__pycache__ (or under NUMBA_CACHE_DIR) and run again.")
 
     # ---- plumbing
     def asarray(self, x: Any) -> Any:
