@@ -91,13 +91,16 @@ class StreamEmitter:
         for pi, rows in enumerate(phases):
             if pi + 1 < len(phases):
                 self.issue_stream(s, st, phases[pi + 1])
-            for r in rows:  # one row at a time: only its M values of A and vw of B are live
+            # one row at a time: only its M values of A and vw of B are live. The names carry the stream
+            # (w{i}_...): a name two streams assign is a re-defined variable, and numba's SSA pass then
+            # rewrites the whole kernel once per such name (a third of a two-stream FMA kernel's compile)
+            for r in rows:
                 ws = self.decode(st.loader, f"b{i}_{r}")
-                s("; ".join(f"w{r}_{n} = {x}" for n, x in enumerate(ws)))
-                s("; ".join(f"a{r}_{m} = {self.ref(a, add(f'sk{i}', str(m * st.K + r * st.G)))}"
+                s("; ".join(f"w{i}_{r}_{n} = {x}" for n, x in enumerate(ws)))
+                s("; ".join(f"a{i}_{r}_{m} = {self.ref(a, add(f'sk{i}', str(m * st.K + r * st.G)))}"
                             for m in range(st.M)))
                 for m in range(st.M):
-                    s("; ".join(f"pa{i}[{m * st.vw + n}] += a{r}_{m} * w{r}_{n}" for n in range(st.vw)))
+                    s("; ".join(f"pa{i}[{m * st.vw + n}] += a{i}_{r}_{m} * w{i}_{r}_{n}" for n in range(st.vw)))
 
     @staticmethod
     def stream_rows(st: Stream) -> range:

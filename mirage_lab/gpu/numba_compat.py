@@ -107,3 +107,118 @@ def _fast_singly_assigned_variables() -> bool:
 
 
 FAST_LOWERING = _fast_singly_assigned_variables()
+
+
+_TYPING_MEMOS = 4   # compiles (flag sets) whose call-typing results are kept: the current one and its nested ones
+
+
+def _memoized_call_typing() -> bool:
+    """Type each (function, argument types) call once per compile, not once per call site and pass.
+
+    numba-cuda types a call by trying every template of the callee again (``resolve_function_type``),
+    for every call site and again in each round of type propagation. A generated kernel is long
+    unrolled code with a few hundred distinct calls repeated thousands of times (``pa[k] += a * w``),
+    so its typing took about 40 % of a variant's compile (``benchmarks/compile_time_bench.py``). The
+    answer for equal arguments is the same signature, so it is kept per compile (per ``ConfigStack``
+    flags object: a nested compile's flags get their own memo, so results never cross option sets).
+    Not under the simulator (it compiles nothing). Only template-typed callees are memoized (functions, bound methods, number classes), only
+    successful answers with a precise return type; anything else (a device-function dispatcher, a
+    request for literal arguments, an error) takes numba's own path every time. Applied only to the
+    numba-cuda versions this was checked against; ``tests/gpu/test_numba_compat.py`` checks that the
+    LLVM IR of generated kernels is unchanged.
+    """
+    if SIMULATOR:
+        return False
+    try:
+        import numba_cuda
+        from numba.cuda import types as _t
+        from numba.cuda.core.targetconfig import ConfigStack
+        from numba.cuda.typing.context import BaseContext
+    except Exception:  # pragma: no cover - another numba layout: keep its own method
+        return False
+    if not getattr(numba_cuda, "__version__", "").startswith("0.30."):
+        return False
+    if getattr(BaseContext.resolve_function_type, "_mirage_memo", False):
+        return True
+    original = BaseContext.resolve_function_type
+    memoized = (_t.Function, _t.BoundFunction, _t.NumberClass)
+    slots: list[tuple[object, dict]] = []   # [(flags object, memo)], newest last
+    miss = object()
+
+    def resolve_function_type(self, func, args, kws):  # same answers as numba's, once per compile
+        if not isinstance(func, memoized):
+            return original(self, func, args, kws)
+        flags = ConfigStack.top_or_none()
+        memo = None
+        for f, m in reversed(slots):
+            if f is flags:
+                memo = m
+                break
+        if memo is None:
+            memo = {}
+            slots.append((flags, memo))   # holds the flags, so its id is not reused while the memo lives
+            del slots[:-_TYPING_MEMOS]
+        try:
+            key = (self, func, tuple(args), tuple(sorted(kws.items())) if kws else ())
+            hit = memo.get(key, miss)
+        except TypeError:  # an unhashable argument type
+            return original(self, func, args, kws)
+        if hit is not miss:
+            return hit
+        res = original(self, func, args, kws)
+        if res is not None and res.return_type is not None and res.return_type.is_precise():
+            memo[key] = res
+        return res
+
+    resolve_function_type._mirage_memo = True  # type: ignore[attr-defined]
+    resolve_function_type.__wrapped__ = original  # type: ignore[attr-defined]
+    BaseContext.resolve_function_type = resolve_function_type
+    global _MEMOIZED_RESOLVE
+    _MEMOIZED_RESOLVE = resolve_function_type
+    return True
+
+
+_MEMOIZED_RESOLVE = None   # the memoized method, for benchmarks/compile_time_bench.py --typing-memo ab
+
+
+MEMO_TYPING = _memoized_call_typing()
+
+
+def _fast_flag_values() -> bool:
+    """numba-cuda's compile flags' ``values()`` without a property call per option.
+
+    Template typing keys its overload cache on the compile's flags, and comparing two flag sets
+    builds ``values()``, a dict of every option read through its property: about 10 % of a
+    generated kernel's compile went there (80,000 calls, two million property reads, for one
+    kernel). The properties are numba's own generated getters, ``self._values.get(name,
+    option.default)`` (and ``_values`` holds only options, set through them): the defaults
+    overlaid with ``_values`` are the same dict.
+    """
+    if SIMULATOR:
+        return False
+    try:
+        import numba_cuda
+        from numba.cuda.core.targetconfig import TargetConfig
+    except Exception:  # pragma: no cover - another numba layout: keep its own method
+        return False
+    if not getattr(numba_cuda, "__version__", "").startswith("0.30."):
+        return False
+    original = TargetConfig.values
+    if getattr(original, "_mirage_fast", False):
+        return True
+
+    defaults: dict[type, dict] = {}   # per flags class: every option's default
+
+    def values(self):  # same dict as numba's: the set options over the defaults
+        d = defaults.get(type(self))
+        if d is None:
+            d = defaults[type(self)] = {k: opt.default for k, opt in self.options.items()}
+        return {**d, **self._values}
+
+    values._mirage_fast = True  # type: ignore[attr-defined]
+    values.__wrapped__ = original  # type: ignore[attr-defined]
+    TargetConfig.values = values
+    return True
+
+
+FAST_FLAG_VALUES = _fast_flag_values()

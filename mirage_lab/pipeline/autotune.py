@@ -38,6 +38,7 @@ from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from ..runtime.latency import CANDIDATE, LatencyRow, baseline_rows
 from .contenders import PROGRAM_PHRASE, library_phrase
+from .compile_pool import CompileFeed
 from .cost_model import Estimate, estimate
 from .library import library_title
 from .measured import Measured
@@ -574,14 +575,22 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
     owned = pool is None
     pool = None if sim else getattr(pool, "pool", None)
     q: "queue.Queue[tuple[int, float, str | None]]" = queue.Queue()
+    feed: CompileFeed | None = None
     try:
         if not sim and results:  # compiles start before the program's lowerings are built and timed
             if pool is None:
                 pool = mp.get_context("spawn").Pool(n_workers)
-            for i, r in enumerate(results):
+
+            def submit(i: int, pool: Any = pool) -> None:
+                r = results[i]
                 pool.apply_async(compile_and_launch, ((i, r.variant.graph.to_json(), cdir, r.variant.options.astuple()),),
                                  callback=q.put,
                                  error_callback=lambda e, i=i: q.put((i, 0.0, f"{type(e).__name__}: {e}")))
+
+            # two per worker queued or running: workers stay busy while this process checks and times,
+            # and a variant the stopping rule rules out later is never compiled
+            feed = CompileFeed(submit, depth=2 * n_workers)
+            feed.top_up(range(len(results)))
         tn.race_program(program_lowerings)
         while len(tn.finished) < len(results):
             possible = tn.possible()
@@ -592,12 +601,15 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
             if left <= 0:
                 reason = f"tune_seconds ({tune_seconds:g} s) ran out"
                 break
-            if pool is not None:
+            if feed is not None:
+                feed.top_up(possible)
                 try:
-                    tn.finish(*q.get(timeout=left))
+                    i, secs, err = q.get(timeout=left)
                 except queue.Empty:
                     reason = f"tune_seconds ({tune_seconds:g} s) ran out"
                     break
+                feed.landed(i)
+                tn.finish(i, secs, err)
                 continue
             # in this process (CUDA simulator): compile and check in plan order, skipping the hopeless
             tn.finish(possible[0], 0.0, None)

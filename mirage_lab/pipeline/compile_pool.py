@@ -131,6 +131,51 @@ class CompilePool:
         self.close()
 
 
+class CompileFeed:
+    """The tuner's compiles handed to a process pool a few at a time, in plan order, minus those ruled out.
+
+    Submitted all at once, every planned variant was compiled in plan order even after the
+    stopping rule (:mod:`.stopping`) had ruled it out, each taking a worker for 1–40 s (FMA
+    lowerings of the seed programs; ``benchmarks/compile_time_bench.py``) ahead of the possible
+    winners planned after it. The feed keeps at most ``depth`` compiles queued or running and,
+    each time one lands, tops up from the variants still rated possible winners. ``submit(i)``
+    sends plan index ``i`` to the pool; the caller reports each landed compile with :meth:`landed`.
+
+        >>> sent = []
+        >>> feed = CompileFeed(sent.append, depth=2)
+        >>> feed.top_up(range(5)), sent            # two in flight
+        (2, [0, 1])
+        >>> feed.landed(0); feed.top_up([2, 4])    # 3 was ruled out meanwhile: never compiled
+        1
+        >>> feed.landed(1); feed.top_up([4]), sent
+        (1, [0, 1, 2, 4])
+    """
+
+    def __init__(self, submit: Callable[[int], None], depth: int) -> None:
+        self.submit = submit
+        self.depth = max(1, depth)
+        self.sent: set[int] = set()
+        self.in_flight: set[int] = set()
+
+    def top_up(self, possible: Any) -> int:
+        """Send the first unsent of ``possible`` (plan indices, plan order) until ``depth`` are in flight."""
+        n = 0
+        for i in possible:
+            if len(self.in_flight) >= self.depth:
+                break
+            if i in self.sent:
+                continue
+            self.sent.add(i)
+            self.in_flight.add(i)
+            self.submit(i)
+            n += 1
+        return n
+
+    def landed(self, i: int) -> None:
+        """Compile ``i`` came back (compiled, or failed)."""
+        self.in_flight.discard(i)
+
+
 def start_early(workers: int | None, max_candidates: int) -> CompilePool | None:
     """The pool ``superoptimize`` starts with its search where it will tune locally on a GPU; else ``None``."""
     from . import gpu_available
@@ -143,4 +188,4 @@ def start_early(workers: int | None, max_candidates: int) -> CompilePool | None:
         return None
 
 
-__all__ = ["CompilePool", "start_early", "SPECULATIVE_VARIANTS"]
+__all__ = ["CompilePool", "CompileFeed", "start_early", "SPECULATIVE_VARIANTS"]

@@ -7,6 +7,10 @@ times) vanishes: like a random linear hash, about 2**-49 per stream for random
 coefficients. The sum is order-free, so atomics keep it deterministic. Only the two words
 come back to the host.
 
+The kernel is compiled with ``cache=True``: numba keeps it on disk (``__pycache__`` beside this file,
+else its user-wide cache), so each search worker process after the first loads it instead of
+compiling it again (issue 20: 16 workers each compiled it at start).
+
     >>> device_digest(device_array)       # doctest: +SKIP
     b'...16 bytes...'
 """
@@ -34,7 +38,7 @@ def _splitmix(z):
     return z ^ (z >> np.uint64(31))
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _digest_kernel(x, n, out):
     i = cuda.grid(1)
     step = cuda.gridsize(1)

@@ -9,7 +9,9 @@ Arithmetic: values are below PQ < 2**15, so a product fits in 30 bits; sums are 
 int64 and reduced by Barrett reduction (a multiply and a shift, valid below 2**37), never
 by a 64-bit ``%`` in a loop. Arrays live on the device between ops (uint16, contiguous).
 
-All numba imports go through :mod:`mirage_lab.gpu.numba_compat`.
+All numba imports go through :mod:`mirage_lab.gpu.numba_compat`. Every kernel is compiled with
+``cache=True`` (numba's on-disk cache, one entry per argument signature), so a search's worker
+processes load them instead of each compiling them again at start (issue 20).
 
     >>> from mirage_lab.verify import get_ops
     >>> ops = get_ops("cuda")                     # doctest: +SKIP  (needs a GPU or the simulator)
@@ -46,14 +48,14 @@ def _red(x):
     return r
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _lut_kernel(x, table, out, n):
     i = cuda.grid(1)
     if i < n:
         out[i] = table[x[i]]
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _arith_kernel(a, b, out, shape, sa, sb, op, n):
     i = cuda.grid(1)
     if i >= n:
@@ -91,7 +93,7 @@ def _arith_kernel(a, b, out, shape, sa, sb, op, n):
     out[i] = r
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _matmul_kernel(a, b, out, bshape, sa, sb, m, n, K, total):
     # One thread per output element; the k loop only multiplies, adds and compares.
     i = cuda.grid(1)
@@ -119,7 +121,7 @@ def _matmul_kernel(a, b, out, bshape, sa, sb, m, n, K, total):
     out[i] = _red(acc)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _reduce_kernel(x, out, n, inner, total):
     i = cuda.grid(1)
     if i >= total:
@@ -135,7 +137,7 @@ def _reduce_kernel(x, out, n, inner, total):
     out[i] = _red(acc)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _copy_kernel(src, dst, shape, sstr, dstr, soff, doff, n):
     i = cuda.grid(1)
     if i >= n:
@@ -195,8 +197,31 @@ class CudaFieldOps(FieldOps):
     @classmethod
     def instance(cls) -> "CudaFieldOps":
         if cls._inst is None:
-            cls._inst = cls()
+            ops = cls()
+            ops.self_check()
+            cls._inst = ops
         return cls._inst
+
+    def self_check(self) -> None:
+        """Raise :class:`FieldError` unless add, mul and matmul on the device agree with numpy modulo PQ.
+
+        The kernels are cached on disk keyed by this file, not by ``field.PQ`` that they compile in: a
+        kernel cached before P or Q changed would fingerprint modulo the old PQ, silently. Three tiny
+        launches per process catch it.
+        """
+        from . import field
+
+        pq = field.PQ
+        a = np.array([[pq - 1, 12345, 2, 0]], dtype=np.int64)
+        b = np.array([[pq - 1], [23456], [3], [5]], dtype=np.int64)
+        da, db = self.asarray(a.astype(FP_DTYPE)), self.asarray(b.T.astype(FP_DTYPE))
+        got = [self.to_numpy(self._arith("add", da, db)), self.to_numpy(self._arith("mul", da, db)),
+               self.to_numpy(self.matmul(da, self.asarray(b.astype(FP_DTYPE))))]
+        want = [(a + b.T) % pq, (a * b.T) % pq, (a @ b) % pq]
+        if not all(np.array_equal(g.astype(np.int64), w) for g, w in zip(got, want)):
+            raise FieldError(f"the CUDA fingerprint kernels do not compute modulo PQ={pq}: numba's disk cache holds "
+                             "kernels compiled for another P or Q. Delete the cuda_backend*.nbi/.nbc files under "
+                             "mirage_lab/verify/__pycache__ (or under NUMBA_CACHE_DIR) and run again.")
 
     # ---- plumbing
     def asarray(self, x: Any) -> Any:

@@ -49,6 +49,8 @@ from ..ops import binary_ops, unary_ops
 P = 227
 Q = 113
 PQ = P * Q  # 25651 < 2**16
+# PQ is compiled into the CUDA fingerprint kernels (verify/cuda_backend.py), which numba caches on disk keyed
+# by their own file: after changing P or Q, touch that file too (CudaFieldOps.self_check refuses stale kernels)
 #: g has multiplicative order q in Z_p, so g**(a + b) = g**a * g**b with exponents in Z_q.
 EXP_BASE = 3
 #: sqrt(x) := x**57 in Z_pq. 57 = (p+1)/4 is a true square root of every quadratic residue

@@ -227,3 +227,18 @@ def test_mma_b16_changes_nothing_where_it_does_not_apply() -> None:
     o = CodegenOptions(mma=True, pipeline_words=64, pipeline_depth=2, mma_b16=True)
     assert CodegenOptions(*o.astuple()) == o and o.tag().endswith("-mma-mv")
     assert CodegenOptions(mma_b16=True).tag() == CodegenOptions().tag()
+
+
+def test_streamed_fma_temporaries_are_assigned_once_per_iteration() -> None:
+    # numba's SSA pass rewrites the whole kernel once per re-defined name: the two streams of the gated
+    # MLP (X·W1, X·W2) name their A and B values by stream, so no name is assigned twice in the loop body
+    import re
+    from collections import Counter
+
+    src, info = emit_block_kernel(gated_mlp_fused(4, 256, 256, grid=8, forloop_range=4).customized_ops[0].block_graph,
+                                  "k")
+    assert len(info.streamed_inputs) == 2
+    names = Counter(m.group(1) for stmt in src.replace(";", "\n").splitlines()
+                    if (m := re.match(r"\s*([aw]\d+_\d+_\d+) = ", stmt)))
+    assert names and max(names.values()) == 1, names.most_common(3)
+    assert {n.split("_")[0] for n in names} == {"a1", "w1", "a2", "w2"}   # per streamed input (in1, in2)

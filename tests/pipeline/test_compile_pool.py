@@ -56,3 +56,33 @@ def test_no_speculative_compile_for_a_candidate_the_shortlist_will_leave_out(mon
         assert pool.speculate(good) == SPECULATIVE_VARIANTS
         assert pool.speculate(bad) == 0 and len(sent) == SPECULATIVE_VARIANTS
         assert pool.speculate(good) == SPECULATIVE_VARIANTS       # the bad one did not count towards max_candidates
+
+
+def test_compile_feed_skips_variants_ruled_out_and_keeps_its_depth():
+    """The tuner's feed: at most ``depth`` compiles in flight, in plan order; a variant the stopping rule rules
+    out before its turn is never compiled, every one still possible is."""
+    from mirage_lab.pipeline.compile_pool import CompileFeed
+    from mirage_lab.pipeline.stopping import possible_winners
+
+    # plan: group "a" (estimates 10, 11, 30, 31) then group "b" (20, 40); measured = 2 x estimate
+    plan = [("a", 10.0), ("b", 20.0), ("a", 11.0), ("a", 30.0), ("b", 40.0), ("a", 31.0)]
+    measured: dict[int, float] = {}
+    sent: list[int] = []
+    feed = CompileFeed(sent.append, depth=2)
+
+    def possible() -> list[int]:
+        items = [(g, est, measured.get(i)) for i, (g, est) in enumerate(plan)]
+        pending = [i for i in range(len(plan)) if i not in measured]
+        return possible_winners(items, best_us=min(measured.values(), default=float("inf")), margin=0.25,
+                                pending=pending)
+
+    assert feed.top_up(range(len(plan))) == 2 and sent == [0, 1]
+    while possible():
+        feed.top_up(possible())
+        assert len(feed.in_flight) <= 2
+        i = min(feed.in_flight)          # the oldest compile lands first
+        feed.landed(i)
+        measured[i] = 2 * plan[i][1]
+    # best 20 µs (variant 0): a's 11 (22 <= 25) stays possible and is compiled; a's 30, 31 and b's 40 are not
+    assert sent == [0, 1, 2]
+    assert not feed.in_flight

@@ -53,3 +53,29 @@ def test_cuda_gpu_equivalence_api():
         r = mi.verify.equivalent(mp(), mf(), seed=2, backend="cuda")
         assert r and r.backend == "cuda", f"{name}: {r.reason}"
     assert mi.verify.get_ops("auto").name == "cuda"
+
+
+def test_kernels_compiled_for_another_pq_are_refused(tmp_path):
+    """The kernels are disk-cached keyed by their file, not by field.PQ: a kernel computing modulo another PQ
+    (as one cached before P or Q changed would) is caught by the first ``CudaFieldOps.instance()``."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from proc_helpers import run_python
+
+    code = """
+import json
+from mirage_lab.verify import cuda_backend as cb
+from mirage_lab.verify.field import FieldError
+cb.CudaFieldOps.instance()                       # the kernels agree with numpy: accepted
+good = cb.CudaFieldOps._inst is not None
+cb.CudaFieldOps._inst = None
+cb.PQ += 2                                      # what the simulator's kernels read: a stale kernel's modulus
+try:
+    cb.CudaFieldOps.instance()
+    err = None
+except FieldError as e:
+    err = str(e)
+print("RESULTS " + json.dumps({"good": good, "err": err}))
+"""
+    res = run_python(code, tmp_path, simulator=True, timeout=600)
+    assert res["good"]
+    assert res["err"] and "modulo PQ=25651" in res["err"] and "__pycache__" in res["err"]
