@@ -142,7 +142,9 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
                                  search_seconds=search_seconds if search_seconds is not None else default_search_s)
     total = time.perf_counter() - t0
     rep = best.report
-    log(f"  superoptimize: {total:.1f}s in all; chose {rep.best.variant.tag if rep.best else None}")
+    log(f"  superoptimize: {total:.1f}s in all; returned {best.winner}; best μGraph "
+        f"{rep.best.variant.tag if rep.best else None} ({rep.best.median_us if rep.best else None} µs); "
+        f"stop: {rep.stop_reason}")
 
     # fresh inputs (another seed), checked against float64, then every contender timed the same way
     m = measuring_inputs(program, seed=1)
@@ -167,11 +169,14 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
     wall_torch = wall_sync_us(lambda: fn(*xs))
     k = best.kernel
     idle_sync = wall_sync_us(lambda: None)
-    breakdown = {"check_inputs": host_us(lambda: k.check_inputs(xs)), "module_run": host_us(lambda: k.module.run(xs)),
+    module = getattr(k, "module", None)   # a μGraph's kernel module; the program or a library kernel has none
+    breakdown = {"check_inputs": host_us(lambda: k.check_inputs(xs)),
                  "best_call": host_us(lambda: best(inputs=xs)), "graph_replay": host_us(lambda: best(inputs=xs, graph=True)),
                  "torch_eager": host_us(lambda: fn(*xs)), "idle_sync_wall": idle_sync}
-    launchers = sorted({getattr(getattr(k.module, f"_launch_{i.name}").go, "__qualname__", "?")
-                        for i in k.kernels})
+    if module is not None:
+        breakdown["module_run"] = host_us(lambda: module.run(xs))
+    launchers = sorted({getattr(getattr(module, f"_launch_{i.name}").go, "__qualname__", "?")
+                        for i in k.kernels}) if module is not None else [best.winner]
     log(f"  launch path: {launchers}")
     log("  host µs per call (no sync): " + ", ".join(f"{a} {b:.1f}" for a, b in breakdown.items()))
     rows = [r for r in rep.results if r.timings]
@@ -181,6 +186,8 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
         "tune_s": rep.seconds, "total_s": total, "variants_timed": len(rows), "variants_total": len(rep.results),
         "variants_failed": sum(1 for r in rep.results if r.error), "input_policy": rep.input_policy,
         "chosen": rep.best.variant.tag if rep.best else None, "tuned_us": rep.best.median_us if rep.best else None,
+        "returned": best.winner, "stop_reason": rep.stop_reason,
+        "programs": [p.row() for p in getattr(rep, "programs", [])],
         "rel_err": rel, "call_us": call_dev.median_us, "graph_us": graph_dev.median_us, "wall_sync_us": wall,
         "call_unrotated_us": warm_dev.median_us, "wall_sync_rotated_us": wall_rot,
         "wall_sync_graph_us": wall_graph, "torch_wall_sync_us": wall_torch,
