@@ -221,7 +221,7 @@ class SearchFieldOps(FieldOps):
 
     #: products of at least this many multiply-adds are memoized by their operands' digests
     MEMO_MIN_MACS = 1 << 26
-    MEMO_BYTES = 384 << 20   # products and float64 copies (a [4096, 4096] copy is 128 MiB)
+    MEMO_BYTES = 128 << 20
 
     def __init__(self) -> None:
         self._memo: OrderedDict[tuple, np.ndarray] = OrderedDict()
@@ -246,28 +246,10 @@ class SearchFieldOps(FieldOps):
         if hit is not None:
             self._memo.move_to_end(key)
             return hit
-        r = self.matmul_f64(self._float64(a, key[4]), self._float64(b, key[5]))
+        r = self.matmul_f64(a.astype(np.float64), b.astype(np.float64))
         r.flags.writeable = False
         self._remember(key, r)
         return r
-
-    #: operands of at least this many elements keep their float64 copy (by content): the
-    #: program's weight W [4096, 4096] is multiplied by X, by rms_norm(X), by a candidate's
-    #: tensors..., and its conversion alone cost ~50 ms a product
-    F64_KEEP_MIN = 1 << 20
-
-    def _float64(self, x: np.ndarray, digest: bytes) -> np.ndarray:
-        if x.size < self.F64_KEEP_MIN or x.size * 8 > self.MEMO_BYTES // 3:
-            return x.astype(np.float64)
-        key = ("f64", x.shape, x.dtype.str, digest)
-        hit = self._memo.get(key)
-        if hit is None:
-            hit = x.astype(np.float64)
-            hit.flags.writeable = False
-            self._remember(key, hit)
-        else:
-            self._memo.move_to_end(key)
-        return hit
 
     def _remember(self, key: tuple, value: np.ndarray) -> None:
         self._memo[key] = value
