@@ -6,7 +6,7 @@ mirage_lab``, of ``import torch`` (which a user's script pays anyway to make its
 is timed apart and first so that ``superoptimize`` is not charged for it), of the
 ``superoptimize`` call, of the first call of the result on the program's inputs (GPU only:
 it compiles or loads the kernel where the cache hit did not), the process's wall time, and
-which heavy modules were loaded.
+which heavy modules were loaded. With ``--no-tune`` torch is not imported by the script.
 
     python benchmarks/cache_hit_bench.py                        # README example, tuned on a GPU
     python benchmarks/cache_hit_bench.py --shape 4x64x64 --no-tune --runs 3   # a CPU box
@@ -30,13 +30,14 @@ t0 = time.perf_counter()
 import mirage_lab as mi
 from mirage_lab import examples as ex
 t1 = time.perf_counter()
-import torch
+if TUNE is not False:   # tuning is timed on torch tensors; a CPU user choosing by cost model needs no torch
+    import torch
 t2 = time.perf_counter()
 g = ex.rms_norm_linear_program(*SHAPE)
 best = mi.superoptimize(g, tune=TUNE, search_seconds=SEARCH_S, tune_seconds=TUNE_S, progress=False)
 t3 = time.perf_counter()
 first = None
-if torch.cuda.is_available() and TUNE is not False:
+if TUNE is not False and torch.cuda.is_available():
     xs = [torch.randn(t.dims, device="cuda").to(t.dtype.torch) for t in g.inputs]
     torch.cuda.synchronize()
     t4 = time.perf_counter()
