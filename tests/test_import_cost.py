@@ -36,3 +36,21 @@ def test_import_loads_no_heavy_dependency_and_lazy_names_resolve(tmp_path):
     res = run_python(_CHECK, tmp_path, simulator=False, timeout=300)
     assert res == {"loaded": [], "run_reference": True, "compile": True, "profile_module": True,
                    "dtype_torch": ["torch.float16", "torch.float16"], "as_dtype": "mi.bfloat16", "dir": True}
+
+
+_HIT = """
+import json, sys
+import mirage_lab as mi
+from mirage_lab import examples as ex
+best = mi.superoptimize(ex.rms_norm_linear_program(2, 32, 32), tune=False, workers=1, max_kernel_ops=3,
+                       griddims=[(2, 1, 1)], generate_grids=False, progress=False)
+print("RESULTS " + json.dumps({"from_cache": getattr(best, "from_cache", None) is not None,
+                               "loaded": sorted(m for m in %r if m in sys.modules)}))
+""" % (HEAVY,)
+
+
+def test_a_cache_hit_in_a_new_process_loads_no_heavy_dependency(tmp_path):
+    # the first process searches (numba, z3) and fills the cache; the second only reads it back
+    first = run_python(_HIT, tmp_path, simulator=False, timeout=600)
+    assert first["from_cache"] is False and "z3" in first["loaded"]
+    assert run_python(_HIT, tmp_path, simulator=False, timeout=300) == {"from_cache": True, "loaded": []}
