@@ -1,8 +1,8 @@
 """Element types of μGraph tensors (the three Mirage supports)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GraphBuildError
