@@ -3,23 +3,31 @@ KV) and LoRA chains (``X@A@B + X@W``), with the README's advice (``search_second
 
 Each program is searched from scratch with ``mi.search.search`` (numpy fingerprints unless
 ``--fingerprints``), stopped at the first candidate or at ``--limit`` seconds; prints the
-seconds and states to the first candidate and whether it is the expected kind.
+seconds and states to the first candidate and whether it is the expected kind. The process's
+fixed costs come with it: ``import_s`` (``import mirage_lab`` in this new process; the first
+program of a run), ``first_state_s`` (the first progress event that counts a state, from the
+call to ``search()``; events come every ``progress_interval``, 0.25 s) and ``first_s``.
 
     python benchmarks/first_candidate_bench.py --workers 2
     python benchmarks/first_candidate_bench.py --workers 16 --programs gqa_decode_64x1x128x4096
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import sys
 import time
-from pathlib import Path
+
+_T0 = time.monotonic()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mirage_lab as mi  # noqa: E402
+
+IMPORT_S = time.monotonic() - _T0
 from mirage_lab import examples as ex  # noqa: E402
 from mirage_lab.search import CancelToken, CandidateFound, Finished, Progress, search, static_cost  # noqa: E402
 
@@ -36,6 +44,7 @@ def lora_program(batch: int, hidden: int, out: int, rank: int) -> mi.KernelGraph
 
 
 PROGRAMS = {
+    "rmsnorm_linear_16x4096x4096": (lambda: ex.rms_norm_linear_program(16, 4096, 4096), None),   # the README's
     "gqa_2x256x64x4096": (lambda: ex.gqa_program(2, 256, 64, 4096), "attention"),
     "gqa_decode_64x1x128x4096": (lambda: ex.gqa_program(64, 1, 128, 4096), "attention"),
     "mha_short_kv_16x128x64x256": (lambda: ex.gqa_program(16, 128, 64, 256), "attention"),
@@ -50,11 +59,13 @@ def first_candidate(name: str, workers: int, limit: float, fingerprints: str) ->
     program = make()
     token = CancelToken()
     t0 = time.monotonic()
-    states, first, kernels, done = 0, None, None, None
+    states, first, kernels, done, first_state = 0, None, None, None, None
     for ev in search(program, config, workers=workers, cancel=token, fingerprint_backend=fingerprints):
         now = time.monotonic() - t0
         if isinstance(ev, Progress):
             states = ev.stats.states
+            if states and first_state is None:
+                first_state = now
         elif isinstance(ev, CandidateFound) and first is None:
             first, kernels = now, static_cost(ev.graph).kernels
             states = ev.stats.states
@@ -63,7 +74,9 @@ def first_candidate(name: str, workers: int, limit: float, fingerprints: str) ->
             done = ev
         if now > limit and not token.is_set():
             token.cancel()
-    return {"program": name, "config": config, "workers": workers, "first_s": None if first is None else round(first, 1),
+    return {"program": name, "config": config, "workers": workers, "import_s": round(IMPORT_S, 2),
+            "first_state_s": None if first_state is None else round(first_state, 2),
+            "first_s": None if first is None else round(first, 2),
             "states": states, "kernels": kernels, "limit_s": limit,
             "subtrees_done": f"{done.stats.subtrees_done}/{done.stats.subtrees_total}" if done else None}
 

@@ -16,7 +16,8 @@ state check (``Generator._poll``, called as each state is entered), whichever co
 (``--seconds`` still stops it): two versions of the search then visit the very same states
 (the printed ``states`` must agree), and their CPU seconds compare them on a shared, loaded
 box. A time limit reaches a different part of the search under a different load, and the
-states of early and late subtrees do not cost the same.
+states of early and late subtrees do not cost the same. The process keeps freed memory warm as
+the search's pool workers do (``mirage_lab.search.allocator``) unless ``--plain-malloc``.
 """
 from __future__ import annotations
 
@@ -115,7 +116,16 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--tasks", type=int, default=None, help="only the first N subtrees, to the end (fixed work)")
     ap.add_argument("--polls", type=int, default=None, help="stop at the generator's Nth state check (fixed work)")
+    ap.add_argument("--plain-malloc", action="store_true",
+                    help="leave glibc's allocator as it is (the search's pool workers keep freed memory: allocator.py)")
     args = ap.parse_args()
+    if not args.plain_malloc:
+        try:   # as a search's pool worker runs (checkouts without allocator.py: as they ran)
+            from mirage_lab.search.allocator import keep_freed_memory
+        except ImportError:
+            pass
+        else:
+            keep_freed_memory()
     r = run(args.program, args.small, args.seconds, not args.no_profile, args.top, args.tasks, args.polls)
     prof = r.pop("profile", None)
     print(r, flush=True)

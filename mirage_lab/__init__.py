@@ -7,7 +7,6 @@
     >>> g.mark_output(g.matmul(g.rms_norm(X), W))
 """
 from .errors import GraphBuildError, GraphvizMissingError, MirageLabError, ReferenceRunError, SerializationError
-from .interp import run_reference
 from .ir import (BlockGraph, DTensor, DType, KernelGraph, STensor, ThreadGraph, bfloat16, float16, float32,
                  new_kernel_graph, new_threadblock_graph)
 from .ir.serialize import MIME_TYPE, from_json, load, save
@@ -21,6 +20,11 @@ from .pipeline import OptimizedGraph, superoptimize  # noqa: E402
 from .pipeline import cache  # noqa: E402  (mi.cache.info() / mi.cache.clear(): superoptimize's persistent cache)
 
 __version__ = "0.1.0"
+
+from .lazy import lazy_attributes  # noqa: E402
+
+# torch loads with the first run_reference call, not here (1+ s: the search and a cache hit need none of it)
+__getattr__, __dir__ = lazy_attributes(globals(), {"run_reference": ("mirage_lab.interp.reference", "run_reference")})
 
 __all__ = [
     "MirageLabError", "GraphBuildError", "SerializationError", "ReferenceRunError", "GraphvizMissingError",

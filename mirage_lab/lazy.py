@@ -20,9 +20,11 @@ import importlib
 from typing import Any, Callable, Mapping
 
 
-def lazy_attributes(namespace: dict[str, Any], table: Mapping[str, tuple[str, str]]
+def lazy_attributes(namespace: dict[str, Any], table: Mapping[str, tuple[str, str | None]]
                     ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """A module's ``__getattr__`` and ``__dir__`` for the names of ``table`` (``name -> (module, attribute)``).
+
+    An attribute of ``None`` names the module itself (a package's submodule, e.g. ``mi.runtime.profile``).
 
     ``namespace`` is the module's ``globals()``: a name, once imported, is stored there, so
     later lookups do not come back here. ``__dir__`` lists the module's names, ``__all__``
@@ -33,7 +35,9 @@ def lazy_attributes(namespace: dict[str, Any], table: Mapping[str, tuple[str, st
     def __getattr__(name: str) -> Any:
         if name in table:
             mod, attr = table[name]
-            value = getattr(importlib.import_module(mod), attr)
+            value = importlib.import_module(mod)
+            if attr is not None:
+                value = getattr(value, attr)
             namespace[name] = value
             return value
         raise AttributeError(f"module {module!r} has no attribute {name!r}")

@@ -1,12 +1,14 @@
 """Element types of μGraph tensors (the three Mirage supports)."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from ..errors import GraphBuildError
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -17,8 +19,10 @@ class DType:
     itemsize: int
 
     @property
-    def torch(self) -> torch.dtype:
-        return _TORCH[self.name]
+    def torch(self) -> "torch.dtype":
+        import torch  # here, not at import: building and searching a graph need no torch (1+ s to import)
+
+        return getattr(torch, self.name)
 
     def __repr__(self) -> str:
         return f"mi.{self.name}"
@@ -29,7 +33,6 @@ bfloat16 = DType("bfloat16", 2)
 float32 = DType("float32", 4)
 
 ALL_DTYPES = {d.name: d for d in (float16, bfloat16, float32)}
-_TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 _ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "float": "float32"}
 
 
@@ -41,9 +44,10 @@ def as_dtype(value: Any, *, where: str = "new_input") -> DType:
     """
     if isinstance(value, DType):
         return value
-    if isinstance(value, torch.dtype):
-        for name, td in _TORCH.items():
-            if td == value:
+    torch = sys.modules.get("torch")  # a torch dtype can only come from a process that imported torch
+    if torch is not None and isinstance(value, torch.dtype):
+        for name in ALL_DTYPES:
+            if getattr(torch, name) == value:
                 return ALL_DTYPES[name]
     if isinstance(value, str):
         name = _ALIASES.get(value, value)

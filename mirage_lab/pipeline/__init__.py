@@ -36,7 +36,7 @@ from .variants import Variant, lowering_variants, with_block_dim
 
 def gpu_available() -> bool:
     """Whether kernels can be timed here: a CUDA device torch can see, and not the simulator."""
-    from ..runtime.kernel import simulator_active
+    from ..runtime.paths import simulator_active
 
     try:
         import torch

@@ -62,7 +62,7 @@ class CacheHit:
 
 def root() -> Path:
     """The cache folder (its ``results/`` holds this module's entries, ``kernels/`` the compiled modules)."""
-    from ..runtime.kernel import cache_root
+    from ..runtime.paths import cache_root
 
     return cache_root()
 
@@ -76,7 +76,7 @@ def results_dir() -> Path:
 def _device_info() -> dict[str, Any]:
     import torch
 
-    from ..runtime.kernel import simulator_active
+    from ..runtime.paths import simulator_active
 
     info: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda}
     try:
@@ -345,7 +345,7 @@ class Lookup:
             report = best.__dict__.get("report")
             if report is not None:
                 res.measurements = report.latency_rows(payload["picks"])
-            from ..runtime.kernel import simulator_active
+            from ..runtime.paths import simulator_active
             from . import gpu_available
 
             if payload["compiled"] and (gpu_available() or simulator_active()):  # (a cluster's caller may have none: compiled on first call)

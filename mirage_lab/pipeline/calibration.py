@@ -30,7 +30,7 @@ def calibrate_gpu(repeats: int = 50) -> dict[str, float] | None:
     """
     import torch
 
-    from ..runtime.kernel import simulator_active
+    from ..runtime.paths import simulator_active
 
     if simulator_active() or not torch.cuda.is_available():
         return None

@@ -72,7 +72,7 @@ class CudaGraphTimer:
 
 def default_timer() -> Timer | None:
     """The timer tuning uses here: CUDA graphs on a GPU, none under the CUDA simulator (checked, not timed)."""
-    from ..runtime.kernel import simulator_active
+    from ..runtime.paths import simulator_active
 
     return None if simulator_active() else CudaGraphTimer()
 

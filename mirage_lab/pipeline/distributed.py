@@ -191,7 +191,7 @@ class _WorkerSession:
         import torch
 
         from ..ir.serialize import from_json
-        from ..runtime.kernel import simulator_active
+        from ..runtime.paths import simulator_active
         from .autotune import _Tuning
         from .contenders import default_timer
         from .inputs import measuring_inputs

@@ -33,13 +33,15 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import MirageLabError
 from ..ir.kernel_graph import DTensor, KernelGraph, KNOp
-from ..runtime.torch_fn import Substitute
+
+if TYPE_CHECKING:  # torch loads when a lowering runs, not with import mirage_lab
+    import torch
+
+    from ..runtime.torch_fn import Substitute
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,8 @@ def sdpa_attention(q, k, v, s=None):
     """softmax((q @ k) * s) @ v for q [..., L, d], keys stored transposed k [..., d, S], v [..., S, dv] and
     s a one-element tensor (None: 1): one torch.nn.functional.scaled_dot_product_attention call (scale
     1.0, s folded into q; FlashAttention where it applies)."""
+    import torch  # here: this source is what export writes out, and the module imports without torch
+
     L, d, S, dv = q.shape[-2], q.shape[-1], v.shape[-2], v.shape[-1]
     if s is not None:  # a tensor, not sdpa's float scale: its value stays on the device (CUDA graphs)
         q = q * s
@@ -150,8 +154,10 @@ class LibraryLowering:
     function: Callable[..., torch.Tensor]
     match: Callable[[KernelGraph], list[Match]]
 
-    def substitutes(self, program: KernelGraph) -> tuple[Substitute, ...]:
+    def substitutes(self, program: KernelGraph) -> "tuple[Substitute, ...]":
         """One :class:`Substitute` per match in ``program`` (none where the pattern is absent)."""
+        from ..runtime.torch_fn import Substitute
+
         src = inspect.getsource(self.function)
         return tuple(Substitute(self.name, m.ops, m.inputs, m.output, self.function, src) for m in self.match(program))
 

@@ -139,7 +139,7 @@ class OptimizedGraph:
 
         xs = tensor_list(inputs, self.graph)
         if _all_on_cpu(xs) and not _cuda():
-            from ..runtime.kernel import simulator_active
+            from ..runtime.paths import simulator_active
 
             if not simulator_active():  # no GPU, no simulator: what runs on a CPU
                 from ..interp.reference import run_reference

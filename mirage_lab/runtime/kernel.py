@@ -33,32 +33,12 @@ from ..errors import KernelInputError, MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from ..bounded import LRUDict
 from ..ir.shapes import fmt
+from .paths import cache_root, default_cache_dir, simulator_active  # noqa: F401  (their old home)
 
 _LOCK = threading.Lock()
 # Bounded: a tuning run compiles hundreds of variants; one compiled kernel holds its module.
 _COMPILED: "LRUDict" = LRUDict(256)
 GRAPHS_PER_KERNEL = 4   # CUDA graphs kept per compiled kernel (each pins its input and output tensors)
-
-
-def simulator_active() -> bool:
-    """True when numba runs kernels on the CPU simulator (``NUMBA_ENABLE_CUDASIM=1``)."""
-    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-
-
-def cache_root() -> Path:
-    """mirage_lab's cache folder: ``$MIRAGE_LAB_CACHE``, else ``$XDG_CACHE_HOME/mirage_lab``, else ``~/.cache/mirage_lab``.
-
-    Kernels live under ``kernels/``, superoptimize's results under ``results/`` (``mirage_lab.cache``).
-    """
-    env = os.environ.get("MIRAGE_LAB_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "mirage_lab"
-
-
-def default_cache_dir() -> Path:
-    return cache_root() / "kernels"
 
 
 def _numpy_hint(x: Any) -> str:

@@ -16,6 +16,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from multiprocessing.managers import SyncManager
 from typing import Any
 
+from .allocator import keep_freed_memory
 from .inputs import SearchInputError
 from .lifetime import child_init, mark_multiprocessing_temp
 from .worker import run_tasks
@@ -97,6 +98,12 @@ def _parent_holds_cuda() -> bool:
     except Exception:  # a CPU build or a broken driver: no context to lose
         return False
 
+def _pool_worker_init(parent: int) -> None:
+    """A pool worker's first call: the lifetime rules, and freed memory kept warm (allocator.py)."""
+    child_init(parent)
+    keep_freed_memory()
+
+
 class Pool:
     """A ``concurrent.futures`` executor (ours or the caller's) with a Manager queue for progress."""
 
@@ -113,7 +120,7 @@ class Pool:
         # Our workers and the Manager ignore Ctrl-C and exit when this process dies (lifetime.py).
         parent = os.getpid()
         self.executor = executor or ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                                                        initializer=child_init, initargs=(parent,))
+                                                        initializer=_pool_worker_init, initargs=(parent,))
         mark_multiprocessing_temp()   # before the Manager starts: a forked one puts its socket there
         self._manager = SyncManager(ctx=ctx)
         self._manager.start(child_init, (parent,))

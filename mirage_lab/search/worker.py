@@ -79,11 +79,16 @@ def _confirm(gen: Any, hit: Any) -> tuple[str, dict] | None:
     from ..verify.fingerprint import fingerprint_graph, random_inputs
     from .build import build_graph
     from .cost import static_cost
-    from .cpu_ops import SEARCH_OPS
+    from .confirm_ops import TileLayoutOps
 
     target = gen.t.graph
     g = build_graph(target, hit.ops, hit.leaves, hit.output_perm, gen.cfg.block_dim, gen.cfg.reduction_dimx)
-    ops = get_ops("cuda") if gen.arrays.name == "cuda" else SEARCH_OPS   # the numpy ops, compiled
+    if gen.arrays.name == "cuda":
+        ops = get_ops("cuda")
+    else:   # the numpy ops, compiled, on the search's tile layout and product memo (one per generator)
+        ops = getattr(gen, "_confirm_ops", None)
+        if ops is None:
+            ops = gen._confirm_ops = TileLayoutOps()
     ref = getattr(gen, "_confirm_ref", None)
     if ref is None or ref[0] is not ops:
         xs = random_inputs(target, gen.cfg.verify_tests, gen.cfg.seed + 1)

@@ -167,3 +167,39 @@ def test_sums_at_the_uint32_accumulator_bound(extra):
     x = np.full((2, cpu_ops.SUM32_TERMS + extra, 3), PQ - 1, np.uint16)
     x[1, ::7, 1] = 5
     np.testing.assert_array_equal(cpu_ops.SEARCH_OPS.reduce_sum(x, 1), REF.reduce_sum(x, 1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(-2 * PQ, 2 * PQ), st.sampled_from([(64, 128), (2, 16, 8, 32), (3, 4096), (1, 5, 1024), (7, 9)]),
+       st.sampled_from(["c", "transposed", "strided", "broadcast"]), st.integers(0, 2 ** 16))
+def test_scale_equals_the_table_lookup(c, shape, layout, seed):
+    """``scale`` (a compiled multiply in memory order) gives the numpy backend's table lookup, any layout."""
+    if not cpu_ops.HAVE_NUMBA:
+        pytest.skip("numba does not import here")
+    ops = cpu_ops.SearchFieldOps()
+    ops.SCALE_MIN_ELEMENTS = 1                       # the compiled path on small arrays too
+    x = _rand(np.random.default_rng(seed), shape)
+    x[(0,) * x.ndim] = PQ - 1
+    if layout == "transposed":                        # a tile product's layout: axes reversed, a view
+        x = np.ascontiguousarray(x.T).T
+    elif layout == "strided":
+        x = x[..., ::2]
+    elif layout == "broadcast":
+        x = np.broadcast_to(x[:1], (3,) + x.shape[1:])
+    got, want = ops.scale(x, c), REF.scale(x, c)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def test_scale_takes_the_compiled_path_on_contiguous_and_transposed_arrays(monkeypatch):
+    if not cpu_ops.HAVE_NUMBA:
+        pytest.skip("numba does not import here")
+    calls = []
+    mul = cpu_ops._mul
+    monkeypatch.setattr(cpu_ops, "_mul", lambda a, b: calls.append(a.shape) or mul(a, b))
+    x = _rand(np.random.default_rng(5), (2, 64, 256))
+    ops = cpu_ops.SearchFieldOps()
+    for v in (x, np.ascontiguousarray(x.transpose(2, 0, 1)).transpose(1, 2, 0)):
+        np.testing.assert_array_equal(ops.scale(v, 77), REF.scale(v, 77))
+    assert calls == [(8, 4096), (8, 4096)]
+

@@ -117,3 +117,45 @@ def test_ctrl_c_inside_the_search_prints_one_line(capfd):
     time.sleep(2)   # the workers see the cancel flag and return
     err = capfd.readouterr().err
     assert [ln.split(";")[0] for ln in err.splitlines()] == ["mirage_lab: search interrupted"], err
+
+
+
+def test_pool_workers_keep_freed_memory_warm():
+    """A search's pool worker (its initializer) keeps a freed 64 MB array's pages for reuse
+    (allocator.py); a process left as it is gives them back to the OS at once."""
+    import multiprocessing as mp
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+
+    from mirage_lab.search import executors
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc's mallopt: Linux only")
+    ctx = mp.get_context("fork")
+    with ProcessPoolExecutor(1, mp_context=ctx, initializer=executors._pool_worker_init, initargs=(os.getpid(),)) as ex:
+        kept = ex.submit(_rss_kept_after_free).result()
+    with ProcessPoolExecutor(1, mp_context=ctx) as ex:
+        plain = ex.submit(_rss_kept_after_free).result()
+    if plain is None:
+        pytest.skip("no /proc/self/statm")
+    assert kept > 48 and plain < 16, (kept, plain)
+
+
+def _rss_kept_after_free():
+    """MB of resident memory still held after making (touching) and freeing a 64 MB array."""
+    import numpy as np
+
+    def rss_mb():
+        try:
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+        except OSError:
+            return None
+
+    before = rss_mb()
+    if before is None:
+        return None
+    a = np.ones(1 << 23, dtype=np.float64)
+    assert a[-1] == 1.0
+    del a
+    return rss_mb() - before
