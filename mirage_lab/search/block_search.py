@@ -18,7 +18,7 @@ from ..expr import for_block_op
 from ..ir.tiling import tile_dims
 from . import tiles
 from .config import normalize_map
-from .shapes import MAX_FP_ELEMENTS, fp_elements, numel, op_out_dims, tile_bytes
+from .shapes import block_fp_limit, fp_elements, numel, op_out_dims, tile_bytes
 from .state import UNARY, BlockRoot, Node, order_key
 
 
@@ -43,6 +43,7 @@ class BlockSearch:
             bnodes.append(Node(tile, fp, src.expr, after_accum=False, is_input=True, _key=key))
         self.seen_block: set = set()
         self.fp_memo: dict = {}
+        self.block_fp_limit = block_fp_limit(root.frange, max(numel(d) for d in self.t.output_dims))
         self._block_state(nodes, kops, root, bnodes, [])
 
     def _block_state(self, nodes: list[Node], kops: list[tuple], root: BlockRoot, bnodes: list[Node],
@@ -145,7 +146,7 @@ class BlockSearch:
             # Shared memory first: it is cheap to check and refuses the tiles that would also
             # make the fingerprint arrays (all blocks x iterations) too large to hold.
             if tile_bytes(dims, self.t.dtype.itemsize) > self.cfg.smem_limit or \
-                    fp_elements(typ, tuple(a.fp.shape), tuple(b.fp.shape) if b is not None else None) > MAX_FP_ELEMENTS:
+                    fp_elements(typ, tuple(a.fp.shape), tuple(b.fp.shape) if b is not None else None) > self.block_fp_limit:
                 self.stats.pruned_other += 1
                 return
             node = self._memo_node((typ, attrs, a.key(), b.key() if b else None), dims, expr, a.after_accum,
@@ -228,9 +229,9 @@ class BlockSearch:
                                               ("outputs", tuple(leaves))))
             if not self._push_kernel(nodes, kops, new, op):
                 continue
-            saved = self.seen_block, self.fp_memo
+            saved = self.seen_block, self.fp_memo, self.block_fp_limit   # a later customized op sets its own
             self._kernel_state(nodes, kops)
-            self.seen_block, self.fp_memo = saved
+            self.seen_block, self.fp_memo, self.block_fp_limit = saved
             del nodes[len(nodes) - len(new):]
             kops.pop()
 

@@ -30,6 +30,7 @@ DEFAULT_FMAPS = (-1, 0, 1, 2)
 DEFAULT_FRANGES = (4, 16, 64)
 MIRAGE_MAX_KERNEL_OPS = 5   # counting input ops
 MIN_OPS_BEYOND_INPUTS = 2   # what Mirage's 5 leaves a three-input program
+MIRAGE_MAX_BLOCK_OPS = 9    # counting input loaders
 GRID_DIVISORS = (8, 16, 32, 64, 128, 256)
 ATTENTION_GRID_DIVISORS = (8, 64, 128, 256)
 
@@ -68,7 +69,11 @@ class SearchConfig:
     # inputs (residual add + norm + linear, LoRA, QK-norm attention) could add one op only,
     # and one customized op of at most max_block_inputs inputs cannot read four.
     max_kernel_ops: int | None = None
-    max_block_ops: int = 9             # counts input loaders, as Mirage
+    # Counts input loaders, as Mirage. None: Mirage's 9, or 10 for a program of more than three
+    # inputs (resolved by :meth:`resolved`): Mirage's 9 leaves 7 ops beside two loaders (its
+    # customized ops read the last two tensors); a four-input program's customized op may read
+    # three and combine them before a norm (nTrans's outer norm: 3 loaders + 7 ops).
+    max_block_ops: int | None = None
     max_block_outputs: int = 2
     max_block_inputs: int = 3
     # None: one, or as many as the program chains sum reductions (resolved by :meth:`resolved`):
@@ -167,7 +172,8 @@ class SearchConfig:
         """The settings that depend on the program filled in (those left None).
 
         ``reduction_dimx``: the program's output last dim. ``max_kernel_ops``: Mirage's 5, or
-        the number of inputs + 2 when the program has more than three inputs.
+        the number of inputs + 2 when the program has more than three inputs. ``max_block_ops``:
+        Mirage's 9, or 10 when the program has more than three inputs.
         ``max_customized_ops``: 1, or the most sum reductions on one path of the program.
         """
         out = self
@@ -177,6 +183,8 @@ class SearchConfig:
             out = replace(out, max_customized_ops=max(1, chained_reductions(graph)))
         if out.max_kernel_ops is None:
             out = replace(out, max_kernel_ops=max(MIRAGE_MAX_KERNEL_OPS, len(graph.inputs) + MIN_OPS_BEYOND_INPUTS))
+        if out.max_block_ops is None:
+            out = replace(out, max_block_ops=MIRAGE_MAX_BLOCK_OPS + (len(graph.inputs) > 3))
         return out
 
     # ----------------------------------------------------------------- candidate spaces

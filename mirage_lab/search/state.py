@@ -42,8 +42,21 @@ class Node:
 
 
 def order_key(inputs: Sequence[int], op_type: str) -> tuple:
-    """Mirage's Order(input indices, op type): lexicographic on indices, then the type."""
-    return (tuple(inputs), TYPE_RANK[op_type])
+    """Canonical order of ops: the input indices newest first, compared lexicographically, then the type.
+
+    Each op must have a key strictly above the last op's. Mirage compares the indices in the
+    order given (ascending here), which makes some μGraphs unbuildable in any order: in
+    ``x / sqrt(sum(square(x)))`` with ``x`` computed in the block graph, the divide reads
+    ``accum(x)``, made from ``x``, and the sqrt, made after ``square(x)``; ascending keys need
+    ``accum(x)`` after ``sum(square(x))``, whose key is larger (nTrans's outer norm). Newest
+    first, an op reading the tensor just made always follows, so every DAG has exactly one
+    admitted order (pick the ready op of least key each step): the space is complete and
+    each graph is still built once.
+
+        >>> order_key((6, 8), "div") > order_key((7,), "sqrt")
+        True
+    """
+    return (tuple(sorted(inputs, reverse=True)), TYPE_RANK[op_type])
 
 
 @dataclass
