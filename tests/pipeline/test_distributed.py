@@ -14,7 +14,8 @@ from pipe_helpers import SMALL_SEARCH
 from proc_helpers import run_python
 
 CLUSTER = '''
-import json, mirage_lab as mi
+import faulthandler, json, mirage_lab as mi
+faulthandler.dump_traceback_later(480, exit=True)   # a hang prints every thread's stack (run_python shows it)
 from dask.distributed import Client, LocalCluster
 from mirage_lab import examples as ex
 from mirage_lab.pipeline.autotune import TuneStarted, VariantDone
