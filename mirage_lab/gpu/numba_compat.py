@@ -112,6 +112,17 @@ FAST_LOWERING = _fast_singly_assigned_variables()
 _TYPING_MEMOS = 4   # compiles (flag sets) whose call-typing results are kept: the current one and its nested ones
 
 
+def _checked_numba_cuda() -> bool:
+    """A real CUDA target (not the simulator) on numba-cuda 0.30.x, the versions the patches below were checked on."""
+    if SIMULATOR:
+        return False
+    try:
+        import numba_cuda
+    except Exception:  # pragma: no cover - numba-cuda absent: nothing to patch
+        return False
+    return getattr(numba_cuda, "__version__", "").startswith("0.30.")
+
+
 def _memoized_call_typing() -> bool:
     """Type each (function, argument types) call once per compile, not once per call site and pass.
 
@@ -127,16 +138,13 @@ def _memoized_call_typing() -> bool:
     numba-cuda versions this was checked against; ``tests/gpu/test_numba_compat.py`` checks that the
     LLVM IR of generated kernels is unchanged.
     """
-    if SIMULATOR:
+    if not _checked_numba_cuda():
         return False
     try:
-        import numba_cuda
         from numba.cuda import types as _t
         from numba.cuda.core.targetconfig import ConfigStack
         from numba.cuda.typing.context import BaseContext
     except Exception:  # pragma: no cover - another numba layout: keep its own method
-        return False
-    if not getattr(numba_cuda, "__version__", "").startswith("0.30."):
         return False
     if getattr(BaseContext.resolve_function_type, "_mirage_memo", False):
         return True
@@ -194,14 +202,11 @@ def _fast_flag_values() -> bool:
     option.default)`` (and ``_values`` holds only options, set through them): the defaults
     overlaid with ``_values`` are the same dict.
     """
-    if SIMULATOR:
+    if not _checked_numba_cuda():
         return False
     try:
-        import numba_cuda
         from numba.cuda.core.targetconfig import TargetConfig
     except Exception:  # pragma: no cover - another numba layout: keep its own method
-        return False
-    if not getattr(numba_cuda, "__version__", "").startswith("0.30."):
         return False
     original = TargetConfig.values
     if getattr(original, "_mirage_fast", False):
