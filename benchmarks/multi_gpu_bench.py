@@ -76,13 +76,16 @@ def killer(client: Any, kill: bool, log):
     return on_event, state
 
 
-def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log) -> dict:
-    """Every program tuned on a fresh cluster of ``n_gpus`` GPUs (``per_gpu`` workers each)."""
+def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log, scratch: Path | None = None) -> dict:
+    """Every program tuned on a fresh cluster of ``n_gpus`` GPUs (``per_gpu`` workers each).
+
+    ``scratch``: the kernel and inductor caches' folder (default: a new empty one, so nothing is reused)."""
     from dask.distributed import Client
 
     from mirage_lab.pipeline.distributed import autotune_on_cluster, local_gpu_cluster
 
-    scratch = Path(tempfile.mkdtemp(prefix=f"multi_gpu_n{n_gpus}_"))
+    scratch = scratch or Path(tempfile.mkdtemp(prefix=f"multi_gpu_n{n_gpus}_"))
+    fixed = {"stop_margin": None, "max_variants": a.fixed_work} if a.fixed_work else {}
     env = {"TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor")}
     t0 = time.perf_counter()
     out: dict[str, Any] = {"gpus": n_gpus, "workers": n_gpus * per_gpu, "programs": {}}
@@ -96,7 +99,7 @@ def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log) -> 
             try:
                 rep = autotune_on_cluster(program, cands, client, tune_seconds=a.tune_seconds, workers=a.compile_workers,
                                           unit_variants=a.unit_variants, on_event=on_event,
-                                          cache_dir=scratch / "kernels")
+                                          cache_dir=scratch / "kernels", **fixed)
             except Exception as e:
                 traceback.print_exc()
                 out["programs"][p.name] = {"error": f"{type(e).__name__}: {e}"}
@@ -163,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unit-variants", type=int, default=4, help="variants per unit of work")
     ap.add_argument("--compile-workers", type=int, default=None,
                     help="compile processes per GPU worker (default: the host's cores / GPUs)")
+    ap.add_argument("--fixed-work", type=int, default=None, metavar="K",
+                    help="the same work at every N: the first K planned variants of each program, all measured "
+                         "(no adaptive stop; keep --tune-seconds above what N=1 needs)")
+    ap.add_argument("--shared-kernels", action="store_true",
+                    help="every N reuses one kernel and inductor cache, filled by an untimed pass on the most "
+                         "GPUs first: times the GPUs' share of tuning, as a team sharing one cache sees it")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
     ap.add_argument("--json", type=Path, default=None, help="write every record here")
     a = ap.parse_args(argv)
@@ -192,10 +201,20 @@ def main(argv: list[str] | None = None) -> int:
         if cands:
             work.append((p, program, cands))
     runs = []
+    shared = Path(tempfile.mkdtemp(prefix="multi_gpu_shared_")) if a.shared_kernels else None
+    if shared is not None:
+        log(f"== warm-up pass (untimed) on N={max(counts)}: fills the shared kernel cache")
+        run_n(max(counts), a.workers_share_gpu, work, a, log, scratch=shared)
     for n in counts:
         log(f"== N={n}")
-        runs.append(run_n(n, a.workers_share_gpu, work, a, log))
+        runs.append(run_n(n, a.workers_share_gpu, work, a, log, scratch=shared))
         log(f"   N={n}: tuning {runs[-1].get('tune_s', float('nan')):.1f} s (cluster start {runs[-1]['cluster_start_s']:.1f} s)")
+        if a.json:   # after each N, so a run cut short keeps what it measured
+            a.json.write_text(json.dumps(runs, indent=1, default=str))
+    mode = ("fixed work: the first %d planned variants of each program, all measured" % a.fixed_work
+            if a.fixed_work else "adaptive stop (the work differs between N)")
+    mode += "; compiles " + ("from one shared, pre-filled kernel cache" if shared else "cold at every N")
+    device += f" ({mode})"
     text = table(runs, device)
     print(text)
     if a.out:
