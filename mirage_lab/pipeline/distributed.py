@@ -159,6 +159,11 @@ class GpuExclusiveTimer:
 
         self.timer, self.lock = timer, FileLock(lock_path)
 
+    def exclusive(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` under this GPU's lock (the calibration: a neighbour's timings would skew it)."""
+        with self.lock:
+            return fn()
+
     def graph(self, *args: Any, **kw: Any) -> Any:
         with self.lock:
             return self.timer.graph(*args, **kw)
@@ -201,23 +206,21 @@ class _WorkerSession:
             raise MirageLabError(f"the GPU worker {_worker_address()} sees no CUDA GPU: start it with "
                                  "CUDA_VISIBLE_DEVICES=<its card> on a GPU host")
         self.spec = spec
-        lock = None if self.sim else gpu_lock_path()
+        timer = spec["timer"] if spec["timer"] is not None else default_timer()
+        # one lock per card, shared with the other processes timing on it: calibration and timed replays
+        exclusive = None if self.sim else GpuExclusiveTimer(timer, gpu_lock_path())
         if spec["calibrate"] is None:
             self.calibration = None
-        elif lock is None:
+        elif exclusive is None:
             self.calibration = spec["calibrate"]()
         else:
-            from filelock import FileLock
-
-            with FileLock(lock):   # a neighbour's timings on the same card would skew the calibration
-                self.calibration = spec["calibrate"]()
+            self.calibration = exclusive.exclusive(spec["calibrate"])
         program = from_json(spec["program"])
         inputs = spec["inputs"]
         if inputs is not None and not self.sim:
             inputs = [x.to("cuda") for x in inputs]
-        timer = spec["timer"] if spec["timer"] is not None else default_timer()
-        if timer is not None and lock is not None:
-            timer = GpuExclusiveTimer(timer, lock)
+        if timer is not None and exclusive is not None:
+            timer = exclusive
         mi = measuring_inputs(program, device="cpu" if self.sim else "cuda", inputs=inputs)
         # no stopping rule here: the caller decides what is still worth measuring, over every worker's results
         self.tn = _Tuning(program, [], mi, timer, spec["cache_dir"], spec["repeats"], None, lambda ev: None,
