@@ -31,7 +31,7 @@ from .autotune import TuneFinished, TuneReport, TuneStarted, VariantDone, Varian
 from .calibration import calibrate_gpu, calibration_outliers
 from .codec import decode, dumps, encode
 from .contenders import PROGRAM_LOWERINGS
-from .scheduling import Move, UnitScheduler, make_units
+from .scheduling import Move, UnitScheduler, make_units, unit_size
 from .stopping import STOP_MARGIN
 
 RESOURCE = "GPU"      # the worker resource that marks one GPU
@@ -430,7 +430,8 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
         cluster_device(client)  # raises, saying how to start GPU workers
     planned = plan_variants(candidates, max_variants=max_variants)
     results = [VariantResult(v, e) for v, e in planned]
-    sched = UnitScheduler(make_units(len(results), size=unit_variants), depth=depth, max_moves=MAX_MOVES)
+    size = unit_size(len(results), len(gpu_workers(client)), size=unit_variants, depth=depth)
+    sched = UnitScheduler(make_units(len(results), size=size), depth=depth, max_moves=MAX_MOVES)
     run_id = f"mirage_lab-tune-{uuid.uuid4().hex[:12]}"
     hosts: dict[str, int] = {}
     for w in gpu_workers(client):
