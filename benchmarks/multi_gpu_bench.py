@@ -93,8 +93,10 @@ def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log, scr
         client.wait_for_workers(n_gpus * per_gpu, timeout=300)
         out["cluster_start_s"] = time.perf_counter() - t0
         tune_total = 0.0
-        for p, program, cands in work:
-            on_event, kstate = killer(client, a.kill_one and n_gpus * per_gpu >= 2, log)
+
+        def tune(item: tuple) -> tuple:
+            p, program, cands = item
+            on_event, kstate = killer(client, a.kill_one and n_gpus * per_gpu >= 2 and a.concurrent <= 1, log)
             t1 = time.perf_counter()
             try:
                 rep = autotune_on_cluster(program, cands, client, tune_seconds=a.tune_seconds, workers=a.compile_workers,
@@ -102,9 +104,22 @@ def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log, scr
                                           cache_dir=scratch / "kernels", **fixed)
             except Exception as e:
                 traceback.print_exc()
-                out["programs"][p.name] = {"error": f"{type(e).__name__}: {e}"}
+                return p, None, e, kstate, time.perf_counter() - t1
+            return p, rep, None, kstate, time.perf_counter() - t1
+
+        if a.concurrent > 1:   # several programs tuned at once, as for the layers of a model: the wall of the batch
+            from concurrent.futures import ThreadPoolExecutor
+
+            t_batch = time.perf_counter()
+            with ThreadPoolExecutor(a.concurrent) as ex:
+                outcomes = list(ex.map(tune, work))
+            batch_s = time.perf_counter() - t_batch
+        else:
+            outcomes, batch_s = [tune(item) for item in work], None
+        for p, rep, err, kstate, secs in outcomes:
+            if err is not None:
+                out["programs"][p.name] = {"error": f"{type(err).__name__}: {err}"}
                 continue
-            secs = time.perf_counter() - t1
             tune_total += secs
             run = rep.cluster
             moved_vars = [i for m in run.moved for i in m.variants]
@@ -122,7 +137,7 @@ def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log, scr
                 + (f"; killed {kstate['victim']}: {len(run.moved)} units moved, "
                    f"{rec['moved_measured']}/{len(moved_vars)} of their variants measured elsewhere"
                    if kstate["victim"] else ""))
-        out["tune_s"] = tune_total
+        out["tune_s"] = tune_total if batch_s is None else batch_s
     return out
 
 
@@ -172,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shared-kernels", action="store_true",
                     help="every N reuses one kernel and inductor cache, filled by an untimed pass on the most "
                          "GPUs first: times the GPUs' share of tuning, as a team sharing one cache sees it")
+    ap.add_argument("--concurrent", type=int, default=1, metavar="K",
+                    help="tune K programs at once on the cluster (the wall of the whole batch is timed); "
+                         "each run's reference worker, which races the program's own lowerings, is spread")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
     ap.add_argument("--json", type=Path, default=None, help="write every record here")
     a = ap.parse_args(argv)
@@ -213,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             a.json.write_text(json.dumps(runs, indent=1, default=str))
     mode = ("fixed work: the first %d planned variants of each program, all measured" % a.fixed_work
             if a.fixed_work else "adaptive stop (the work differs between N)")
+    if a.concurrent > 1:
+        mode += f"; {a.concurrent} programs tuned at once"
     mode += "; compiles " + ("from one shared, pre-filled kernel cache" if shared else "cold at every N")
     device += f" ({mode})"
     text = table(runs, device)

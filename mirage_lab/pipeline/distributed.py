@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
 import warnings
@@ -385,6 +386,27 @@ def best_variant(results: Sequence[VariantResult], timed: bool) -> VariantResult
 
 
 WORKER_WAIT_S = 30.0   # how long a cluster left without GPU workers is given for one to join (or restart)
+# Client side: how many runs in flight have each GPU worker as their reference (the worker that compiles and
+# times the program's own lowerings, torch.compile's 10-20 s included). Runs tuned at once (several programs of
+# a model) spread their references over the workers instead of queueing them all on the first.
+_REFERENCES: dict[str, int] = {}
+_REFERENCES_LOCK = threading.Lock()
+
+
+def _take_reference(live: Sequence[str]) -> str:
+    """The live worker that is the reference of the fewest runs in flight (the first on a tie); counted."""
+    with _REFERENCES_LOCK:
+        w = min(live, key=lambda x: _REFERENCES.get(x, 0))
+        _REFERENCES[w] = _REFERENCES.get(w, 0) + 1
+        return w
+
+
+def _release_reference(w: str | None) -> None:
+    with _REFERENCES_LOCK:
+        if w is not None and _REFERENCES.get(w, 0) > 0:
+            _REFERENCES[w] -= 1
+
+
 MAX_MOVES = 3   # a unit that has lost this many workers is the cause, not their victim: it is given up
 
 
@@ -464,6 +486,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
     alone_since: float | None = None
     budget_from: float | None = None   # when the first worker was ready (its program lowerings raced)
     designated: str | None = None      # the reference worker: it races every program lowering and times torch eager
+    reference: str | None = None       # the designated worker as counted in _REFERENCES (released at the end)
 
     def drop_worker(w: str, why: str) -> None:
         records.setdefault(w, WorkerRecord(w)).lost = True
@@ -497,10 +520,11 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
             for w in [w for w in sched.held if w not in live and w not in sched.lost]:
                 drop_worker(w, "worker left the cluster")
             live = usable(live)
+            if designated is None and live:
+                designated = reference = _take_reference(live)
             for w in live:
                 if w not in infos and not any(k == "start" and fw == w for k, fw, _ in futs.values()):
                     records.setdefault(w, WorkerRecord(w))
-                    designated = designated or w
                     f = client.submit(_start_task, run_id, spec_for(w), w == designated, workers=[w],
                                       resources={RESOURCE: 1}, pure=False, key=f"{run_id}-start-{time.time_ns()}")
                     futs[f] = ("start", w, None)
@@ -591,6 +615,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                              f"{len(compilers)} CPU workers" if compilers else "each GPU worker's host"),
                          floor=floor_us(program))
     finally:
+        _release_reference(reference)
         client.cancel(list(futs))
         try:
             client.run(_drop_task, run_id, workers=gpu_workers(client))

@@ -158,3 +158,17 @@ def test_a_worker_killed_mid_run_loses_no_variant_and_the_winner_is_the_one_proc
     if len(calibrated) == 3:
         assert len(r["cal_warnings"]) == 1 and "copy_us 110.00 µs is 10.0 % from the median 100.00" in r["cal_warnings"][0]
     assert len(r["warned"]) == len(r["cal_warnings"]) and all(c in " ".join(r["warned"]) for c in r["cal_warnings"])
+
+
+def test_runs_tuned_at_once_spread_their_reference_workers():
+    # the reference compiles and times the program's own lowerings (torch.compile: 10-20 s); runs in flight
+    # together must not all queue that on the first GPU worker
+    from mirage_lab.pipeline.distributed import _release_reference, _take_reference
+
+    live = ["tcp://h:1", "tcp://h:2"]
+    a, b, c = _take_reference(live), _take_reference(live), _take_reference(live)
+    assert {a, b} == set(live) and c == a
+    for w in (a, b, c):
+        _release_reference(w)
+    assert _take_reference(live) == live[0]    # all released: the first again
+    _release_reference(live[0])
