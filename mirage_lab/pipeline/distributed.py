@@ -765,7 +765,8 @@ def local_gpu_cluster(gpus: int | Sequence[int] | None = None, *, per_gpu: int =
     dask.config.set({"distributed.worker.daemon": False})
     # dask's statistical profiler walks the task thread's frames from the worker's event loop every 10 ms:
     # with numba compiling in that thread it raised from llvmlite, and under load a worker's loop stopped
-    # answering (units pending for minutes); the tuning does not use the profiles
+    # answering (units pending for minutes: the CPython 3.11 deadlock in stop_worker_profiler's docstring,
+    # which every cluster's tuning tasks now avoid); the tuning does not use the profiles
     dask.config.set({"distributed.worker.profile.enabled": False})
     workers: dict[str, Any] = {
         f"gpu{d}-{k}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {RESOURCE: 1},
