@@ -137,6 +137,46 @@ class ClusterRun:
 _SESSIONS: dict[str, "_WorkerSession"] = {}   # run id -> this worker process's state for that run
 
 
+PROFILER_CALLBACKS = ("profile", "profile-cycle")   # dask's statistical profiler, in Worker.periodic_callbacks
+
+
+def stop_worker_profiler(timeout_s: float = 10.0) -> bool:
+    """Stop dask's statistical profiler in the worker this task runs in; ``False`` outside a worker.
+
+    Every 10 ms the profiler calls ``sys._current_frames()`` from the worker's event loop. On
+    CPython 3.11 before 3.11.12 that call holds the runtime's thread-list lock while it allocates a
+    frame object per thread; an allocation can start a garbage collection whose Python callbacks
+    (dask's own gc diagnosis) give up the GIL, and a thread being started or ended then takes the GIL
+    and waits for that lock: the whole process hangs (CPython gh-106883, gh-116969; dask/distributed
+    #8616, whose fix turned off only the event-loop watch, not this one). The CUDA simulator starts and
+    ends one Python thread per simulated CUDA thread (512 per block), which made the hang likely; on a
+    GPU the profiler's sampling only adds noise to the timings, and tuning does not read the profiles.
+    Returns once the loop has stopped the callbacks, so no sample is taken after it.
+    """
+    import threading
+
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):   # not in a Dask worker (the tests' in-process use)
+        return False
+    callbacks = [pc for name, pc in worker.periodic_callbacks.items() if name in PROFILER_CALLBACKS]
+    if not any(pc.is_running() for pc in callbacks):
+        return True
+    done = threading.Event()
+
+    def stop() -> None:   # PeriodicCallback is not thread-safe: stopped on the loop that runs it
+        for pc in callbacks:
+            pc.stop()
+        done.set()
+
+    worker.loop.add_callback(stop)
+    if not done.wait(timeout_s):
+        raise MirageLabError(f"the Dask worker {worker.address} did not stop its profiler within {timeout_s:g} s")
+    return True
+
+
 def _worker_address() -> str:
     try:
         from distributed import get_worker
@@ -202,6 +242,7 @@ class _WorkerSession:
         from .contenders import default_timer
         from .inputs import measuring_inputs
 
+        stop_worker_profiler()   # before any thread is started here (see its docstring: a hang otherwise)
         self.sim = simulator_active()
         if not self.sim and not torch.cuda.is_available():
             raise MirageLabError(f"the GPU worker {_worker_address()} sees no CUDA GPU: start it with "
@@ -326,6 +367,7 @@ def _compile_task(items_json: str, cache_dir: str | None) -> dict[int, tuple[flo
     """On a ``CPU`` worker (of a GPU host that shares the kernel cache): compile and launch a unit's variants once."""
     from ..runtime.kernel import compile_and_launch
 
+    stop_worker_profiler()   # numba compiling in this thread made the profiler's frame walk raise (llvmlite)
     out = {}
     for gi, r in decode(json.loads(items_json)):
         _, secs, err = compile_and_launch((gi, r.variant.graph.to_json(), cache_dir, r.variant.options.astuple()))
@@ -752,7 +794,8 @@ def local_gpu_cluster(gpus: int | Sequence[int] | None = None, *, per_gpu: int =
     dask.config.set({"distributed.worker.daemon": False})
     # dask's statistical profiler walks the task thread's frames from the worker's event loop every 10 ms:
     # with numba compiling in that thread it raised from llvmlite, and under load a worker's loop stopped
-    # answering (units pending for minutes); the tuning does not use the profiles
+    # answering (units pending for minutes: the CPython 3.11 deadlock in stop_worker_profiler's docstring,
+    # which every cluster's tuning tasks now avoid); the tuning does not use the profiles
     dask.config.set({"distributed.worker.profile.enabled": False})
     workers: dict[str, Any] = {
         f"gpu{d}-{k}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {RESOURCE: 1},
