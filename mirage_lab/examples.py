@@ -140,7 +140,7 @@ def matmul_split_k(rows: int = 32, hidden: int = 4096, out: int = 4608, splits: 
     and finishes (square root and division after the sums).
 
         >>> g = matmul_split_k(8, 256, 512, splits=4, col_blocks=8, forloop_range=4, l2_norm=True)
-        >>> [op.bgraph.grid_dim for op in g.customized_ops]
+        >>> [op.block_graph.grid_dim for op in g.customized_ops]
         [(4, 8, 1), (8, 1, 1)]
     """
     g = new_kernel_graph()
