@@ -106,7 +106,7 @@ class Generator(BlockSearch):
         # with one customized op, no later one can add up partial sums of a split summed axis
         # (split-K's combine kernel can, for the axes it applies to)
         summed = summed_axes(self.t.graph)
-        split = split_axes(self.t.graph) if self.cfg.split_reduction else frozenset()
+        split = self._split_axes()
         unsplittable = summed - split if self.cfg.max_customized_ops == 1 else frozenset()
         first_split: list[Task] = []
         coherent = range(INCOHERENT)
@@ -333,8 +333,14 @@ class Generator(BlockSearch):
                 by_expr.setdefault((exprs[t.guid], tuple(t.dims)), by_guid[t.guid])
         combinable = combinable_axes(graph) if self.cfg.max_customized_ops > 1 else frozenset()
         summed = summed_axes(graph)
-        split = split_axes(graph) if self.cfg.split_reduction else frozenset()
+        split = self._split_axes()
         return by_expr, combinable, summed - split, summed
+
+    def _split_axes(self) -> frozenset[int]:
+        """:func:`.axes.split_axes` of the program when split-K is on (computed once: the hot path asks)."""
+        if getattr(self, "_split", None) is None:
+            self._split = split_axes(self.t.graph) if self.cfg.split_reduction else frozenset()
+        return self._split
 
     def _customized_left(self, nodes: list[Node], ops: list[tuple] | None) -> int:
         """How many more customized ops the state may add: ``max_customized_ops`` less those it
@@ -345,7 +351,7 @@ class Generator(BlockSearch):
         if self.cfg.split_reduction and customs:
             if self._ax is None:
                 self._ax = self._axis_info()
-            split = split_axes(self.t.graph)
+            split = self._split_axes()
             for op in customs:
                 cls = [self._ax[0].get((nodes[i].expr, nodes[i].dims)) for i in op[1]]
                 a = dict(op[2])
@@ -513,7 +519,7 @@ class Generator(BlockSearch):
         tensor the program lacks: its axes are unknown)."""
         if self._ax is None:
             self._ax = self._axis_info()
-        axes = split_axes(self.t.graph)
+        axes = self._split_axes()
         out = []
         for n in nodes:
             cls = self._ax[0].get((n.expr, n.dims))
