@@ -103,11 +103,11 @@ class Generator(BlockSearch):
         custom = self.cfg.max_customized_ops > 0
         classes = input_axis_classes(self.t.graph)
         combinable = combinable_axes(self.t.graph) if self.cfg.max_customized_ops > 1 else frozenset()
-        # with one customized op, no later one can add up partial sums of a split summed axis
-        # (split-K's combine kernel can, for the axes it applies to)
+        # with one customized op, no later one can add up partial sums of a split summed axis (split-K's
+        # combine kernel can: its first customized ops get their own list, every other root keeps its tier)
         summed = summed_axes(self.t.graph)
         split = self._split_axes()
-        unsplittable = summed - split if self.cfg.max_customized_ops == 1 else frozenset()
+        unsplittable = summed if self.cfg.max_customized_ops == 1 else frozenset()
         first_split: list[Task] = []
         coherent = range(INCOHERENT)
         first_full: list[list[Task]] = [[] for _ in coherent]
@@ -126,13 +126,12 @@ class Generator(BlockSearch):
                 tier = root_tier([classes[i] for i in root.inputs], root.grid, root.imaps, root.fmaps, combinable,
                                  unsplittable, summed)
                 task = Task(0, "block", root)
+                rc = [classes[i] for i in root.inputs]
                 if tier == INCOHERENT:
                     incoherent.append(task)
-                elif tier == 2 and needed <= set(root.inputs) and \
-                        self._combinable_split([classes[i] for i in root.inputs], root.grid, root.imaps, split):
+                elif needed <= set(root.inputs) and self._combinable_split(rc, root.grid, root.imaps, split) and \
+                        root_tier(rc, root.grid, root.imaps, root.fmaps, combinable, unsplittable - split, summed) == 2:
                     first_split.append(task)
-                elif tier == 2 and _split_parts([classes[i] for i in root.inputs], root.grid, root.imaps, split):
-                    first_full[3].append(task)   # a split no combine kernel's loop can add up
                 elif needed <= set(root.inputs):
                     first_full[tier].append(task)
                 else:
@@ -333,8 +332,7 @@ class Generator(BlockSearch):
                 by_expr.setdefault((exprs[t.guid], tuple(t.dims)), by_guid[t.guid])
         combinable = combinable_axes(graph) if self.cfg.max_customized_ops > 1 else frozenset()
         summed = summed_axes(graph)
-        split = self._split_axes()
-        return by_expr, combinable, summed - split, summed
+        return by_expr, combinable, summed, summed
 
     def _split_axes(self) -> frozenset[int]:
         """:func:`.axes.split_axes` of the program when split-K is on (computed once: the hot path asks)."""
