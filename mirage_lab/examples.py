@@ -129,6 +129,44 @@ def gated_mlp_fused(batch: int = 8, hidden: int = 4096, out: int = 4096, grid: i
     return g
 
 
+def matmul_split_k(rows: int = 32, hidden: int = 4096, out: int = 4608, splits: int = 4, col_blocks: int = 72,
+                   forloop_range: int = 16, l2_norm: bool = False, dtype: DType = float16) -> KernelGraph:
+    """Split-K ``X @ W`` (or ``(X / ||X||) @ W`` with ``l2_norm``) in two customized ops, the form
+    the search's ``split_reduction`` finds for skinny matmuls.
+
+    The first, grid ``(splits, col_blocks)``: each block sums one ``hidden / splits`` chunk of K
+    for its columns (and, for the norm, the chunk's sum of squares), written as rows of a
+    ``[splits * rows, ...]`` partial. The second adds the partials up, looping over the splits,
+    and finishes (square root and division after the sums).
+
+        >>> g = matmul_split_k(8, 256, 512, splits=4, col_blocks=8, forloop_range=4, l2_norm=True)
+        >>> [op.block_graph.grid_dim for op in g.customized_ops]
+        [(4, 8, 1), (8, 1, 1)]
+    """
+    g = new_kernel_graph()
+    X = g.new_input(dims=(rows, hidden), dtype=dtype)
+    W = g.new_input(dims=(hidden, out), dtype=dtype)
+    loop = forloop_range > 1
+    bg = new_threadblock_graph(grid_dim=(splits, col_blocks, 1), block_dim=(128, 1, 1), forloop_range=forloop_range,
+                               reduction_dimx=64)
+    x = bg.new_input(X, input_map=(1, -1, -1), forloop_dim=1 if loop else -1)
+    w = bg.new_input(W, input_map=(0, 1, -1), forloop_dim=0 if loop else -1)
+    bg.new_output(bg.forloop_accum(bg.matmul(x, w)), output_map=(0, 1, -1))
+    if l2_norm:
+        bg.new_output(bg.forloop_accum(bg.square(x), "sum"), output_map=(0, 1, -1))
+    parts = g.customized([X, W], bg)
+    cg = new_threadblock_graph(grid_dim=(col_blocks, 1, 1), block_dim=(128, 1, 1), forloop_range=splits,
+                               reduction_dimx=64)
+    acc = cg.forloop_accum(cg.new_input(parts[0], input_map=(1, -1, -1), forloop_dim=0))
+    if l2_norm:
+        ss = cg.forloop_accum(cg.new_input(parts[1], input_map=(1, -1, -1), forloop_dim=0))
+        acc = cg.div(acc, cg.sqrt(ss))
+    cg.new_output(acc, output_map=(1, -1, -1))
+    (O,) = g.customized(list(parts), cg)
+    g.mark_output(O)
+    return g
+
+
 def _largest_divisor(n: int, at_most: int) -> int:
     for d in range(min(n, at_most), 0, -1):
         if n % d == 0:

@@ -153,6 +153,67 @@ def combinable_axes(graph: KernelGraph) -> frozenset[int]:
     return frozenset(c for c, ok in summed.items() if ok)
 
 
+def _summed_axis(op) -> tuple[int, int] | None:
+    """The (tensor guid, dim) an op sums over: a matmul's contracted dim, a reduced one, a norm's last."""
+    if op.op_type == "matmul":
+        a = op.inputs[0]
+        return a.guid, len(a.dims) - 1
+    if op.op_type == "reduction":
+        return op.inputs[0].guid, int(op.attrs.get("dim", len(op.inputs[0].dims) - 1))
+    if op.op_type == "rms_norm":
+        return op.inputs[0].guid, len(op.inputs[0].dims) - 1
+    return None
+
+
+def split_axes(graph: KernelGraph) -> frozenset[int]:
+    """Summed logical axes (ids as :func:`input_axis_classes`) that a grid may split into partial
+    sums for a second customized op to add up and finish: split-K.
+
+    An axis qualifies when no sum over it is followed, past a non-linear op, by a sum over
+    another axis. Then every non-linear op after its sums (RMSNorm's square root, a gated
+    MLP's silu) can wait for the combine kernel, and the sums over the same axis that come
+    after one (the matmul after a norm's statistic) split the same way. Attention's head dim
+    fails (``exp(QK)`` feeds the sum over the keys); a norm's hidden dim before a linear passes.
+
+        >>> import mirage_lab as mi
+        >>> g = mi.new_kernel_graph()
+        >>> X = g.new_input((16, 64)); W = g.new_input((64, 32))
+        >>> g.mark_output(g.matmul(g.rms_norm(X, normalized_shape=(64,)), W))
+        >>> split_axes(g) == {input_axis_classes(g)[0][1]}
+        True
+    """
+    uf = _axis_union(graph)
+    ids = _class_ids(graph, uf)
+    users: dict[int, list] = {}
+    for op in graph.ops:
+        for t in op.inputs:
+            users.setdefault(t.guid, []).append(op)
+    out: dict[int, bool] = {}
+    for op in graph.ops:
+        ax = _summed_axis(op)
+        c = None if ax is None else ids.get(uf.find(ax))
+        if c is None:
+            continue
+        ok = True
+        # walk forward; ``bent``: a non-linear op lies between the sum and this tensor
+        todo = [(o.guid, op.op_type in _NONLINEAR) for o in op.outputs]
+        seen: set = set()
+        while todo and ok:
+            g, bent = todo.pop()
+            for user in users.get(g, ()):
+                uax = _summed_axis(user)
+                if bent and uax is not None and ids.get(uf.find(uax)) != c:
+                    ok = False
+                    break
+                b = bent or user.op_type in _NONLINEAR
+                for o in user.outputs:
+                    if (o.guid, b) not in seen:
+                        seen.add((o.guid, b))
+                        todo.append((o.guid, b))
+        out[c] = out.get(c, True) and ok
+    return frozenset(c for c, ok in out.items() if ok)
+
+
 def is_coherent(classes: Sequence[Sequence[int]], grid: Sequence[int], imaps: Sequence[Sequence[int]],
                 fmaps: Sequence[int]) -> bool:
     """Does each grid axis, and the loop, walk one logical axis in every input it touches?"""

@@ -32,6 +32,9 @@ MIRAGE_MAX_KERNEL_OPS = 5   # counting input ops
 MIN_OPS_BEYOND_INPUTS = 2   # what Mirage's 5 leaves a three-input program
 MIRAGE_MAX_BLOCK_OPS = 9    # counting input loaders
 GRID_DIVISORS = (8, 16, 32, 64, 128, 256)
+# Split-K: the most parts a grid's first axis cuts a summed dim into (on top of each generated
+# one-axis grid). A skinny matmul has few output tiles; split over K, a few blocks share each.
+MAX_SPLIT = 16
 ATTENTION_GRID_DIVISORS = (8, 64, 128, 256)
 
 # the ops table's searched ops, in its order (mirage_lab.ops): matmul, the unary, the binary ones
@@ -104,6 +107,12 @@ class SearchConfig:
     block_ops: tuple[str, ...] = BLOCK_OPS
     block_accums: tuple[str | None, ...] = BLOCK_ACCUMS
     two_d_grids: bool = False
+    # Split-K (None: on when the program sums over an axis whose partial sums a second kernel can
+    # add up and finish, :func:`.axes.split_axes`, outside the attention preset, which splits the
+    # KV length its own way; resolved by :meth:`resolved`). On: grids (s, g, 1), s in split_factors(),
+    # beside each one-axis grid (g, 1, 1), and one customized op beyond ``max_customized_ops``
+    # after a customized op whose grid splits such an axis (the combine kernel).
+    split_reduction: bool | None = None
     generate_grids: bool = True        # False: only the user's griddims (Mirage always adds its own)
     search_tests: int = 1              # random tests per fingerprint inside the search
     verify_tests: int = 2              # random tests to confirm a candidate
@@ -185,6 +194,10 @@ class SearchConfig:
             out = replace(out, max_kernel_ops=max(MIRAGE_MAX_KERNEL_OPS, len(graph.inputs) + MIN_OPS_BEYOND_INPUTS))
         if out.max_block_ops is None:
             out = replace(out, max_block_ops=MIRAGE_MAX_BLOCK_OPS + (len(graph.inputs) > 3))
+        if out.split_reduction is None:
+            from .axes import split_axes   # axes imports the IR; config stays import-light
+
+            out = replace(out, split_reduction=out.config != "attention" and bool(split_axes(graph)))
         return out
 
     # ----------------------------------------------------------------- candidate spaces
@@ -220,6 +233,21 @@ class SearchConfig:
         # (one block per output tile, a split reduction on another axis) live, so
         # candidates come out earlier. The order never changes what the search finds.
         return sorted(out, key=lambda g: (-sum(1 for d in g if d > 1), -(g[0] * g[1] * g[2])))
+
+    def split_grid_candidates(self, input_dims: Sequence[Sequence[int]]) -> list[tuple[int, int, int]]:
+        """Split-K grids (empty unless ``split_reduction``): ``(s, g, 1)`` for each generated
+        one-axis grid ``(g, 1, 1)`` and s in :meth:`split_factors`, within the block limits; the first
+        axis is for a summed dim (:func:`.tilings.tilings` keeps only such input maps), most blocks first."""
+        if not self.split_reduction or not self.generate_grids:
+            return []
+        ones = [g[0] for g in self.grid_candidates(input_dims) if g[0] > 1 and g[1] == g[2] == 1]
+        out = {(s, g, 1) for g in ones for s in self.split_factors() if self.min_blocks <= s * g <= self.max_blocks}
+        return sorted(out, key=lambda g: (-g[0] * g[1], g))
+
+    def split_factors(self) -> tuple[int, ...]:
+        """How many partial sums split-K may leave: the combine kernel adds them up with its loop
+        (one partial an iteration), so a loop range, at most MAX_SPLIT."""
+        return tuple(f for f in self.frange_candidates() if 1 < f <= MAX_SPLIT)
 
     def imap_candidates(self) -> tuple[tuple[int, int, int], ...]:
         if self.imaps is not None:

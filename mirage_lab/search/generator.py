@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 from ..expr import abstract_graph, for_kernel_op
 from .arrays import digest_any, get_arrays
 from .axes import (INCOHERENT, combinable_axes, input_axis_classes, op_axis_classes, program_input_sets, root_tier,
-                   summed_axes, tensor_axis_classes)
+                   split_axes, summed_axes, tensor_axis_classes)
 from .block_search import BlockSearch
 from .config import SearchConfig
 from .events import SearchStats
@@ -103,9 +103,12 @@ class Generator(BlockSearch):
         custom = self.cfg.max_customized_ops > 0
         classes = input_axis_classes(self.t.graph)
         combinable = combinable_axes(self.t.graph) if self.cfg.max_customized_ops > 1 else frozenset()
-        # with one customized op, no later one can add up partial sums of a split summed axis
+        # with one customized op, no later one can add up partial sums of a split summed axis (split-K's
+        # combine kernel can: its first customized ops get their own list, every other root keeps its tier)
         summed = summed_axes(self.t.graph)
+        split = self._split_axes()
         unsplittable = summed if self.cfg.max_customized_ops == 1 else frozenset()
+        first_split: list[Task] = []
         coherent = range(INCOHERENT)
         first_full: list[list[Task]] = [[] for _ in coherent]
         # after a kernel op, by tier: [the program's own op (its tensor is one of the program's), others]
@@ -123,8 +126,12 @@ class Generator(BlockSearch):
                 tier = root_tier([classes[i] for i in root.inputs], root.grid, root.imaps, root.fmaps, combinable,
                                  unsplittable, summed)
                 task = Task(0, "block", root)
+                rc = [classes[i] for i in root.inputs]
                 if tier == INCOHERENT:
                     incoherent.append(task)
+                elif needed <= set(root.inputs) and self._combinable_split(rc, root.grid, root.imaps, split) and \
+                        root_tier(rc, root.grid, root.imaps, root.fmaps, combinable, unsplittable - split, summed) == 2:
+                    first_split.append(task)
                 elif needed <= set(root.inputs):
                     first_full[tier].append(task)
                 else:
@@ -148,8 +155,12 @@ class Generator(BlockSearch):
                                      combinable, unsplittable, summed) if needed <= read else INCOHERENT
                     (kernel if tier == INCOHERENT else later_full[2 * tier + own]).append(task)
         later_own, later_other = later_full[0::2], later_full[1::2]
-        out = [t for tiers in (first_full, later_own, partial, later_other, partial_other) for tier in tiers
-               for t in interleave_tilings(tier)]
+        # split-K roots take turns with the one-kernel fused tilings of their tier: a search cut
+        # short by ``search_seconds`` reaches both kinds (the order only; the set is the same)
+        out = [t for tier in first_full[:2] for t in interleave_tilings(tier)]
+        out += _alternate(interleave_tilings(first_full[2]), interleave_tilings(first_split))
+        out += [t for tiers in (first_full[3:], later_own, partial, later_other, partial_other) for tier in tiers
+                for t in interleave_tilings(tier)]
         out += kernel + incoherent
         for i, task in enumerate(out):
             task.index = i
@@ -252,17 +263,30 @@ class Generator(BlockSearch):
         # op merges two into one; a customized op at most max_block_inputs into one.
         n_leaves = len(self._leaves(nodes, ops))
         n_out = len(self.t.output_dims)
-        customs_left = sum(1 for op in ops if op[0] == "customized") < self.cfg.max_customized_ops
+        customs_left = self._customized_left(nodes, ops) > 0
         merge = max(1, self.cfg.max_block_inputs - 1) if customs_left else 1
         if n_leaves - left * merge > n_out or n_out - n_leaves > left:
             self.stats.pruned_other += 1
             return
-        for op in self._kernel_op_choices(nodes, ops):
-            self._try_kernel_op(nodes, ops, op)
-        n_custom = sum(1 for op in ops if op[0] == "customized")
-        if n_custom < self.cfg.max_customized_ops:
+        custom_left = self._customized_left(nodes, ops)
+        # after a split-K kernel, its combine (a customized op) first: the order only
+        combine_first = custom_left > self.cfg.max_customized_ops - sum(1 for op in ops if op[0] == "customized")
+        if not combine_first:
+            for op in self._kernel_op_choices(nodes, ops):
+                self._try_kernel_op(nodes, ops, op)
+        if custom_left > 0:
+            leaves = set(self._leaves(nodes, ops))
             for root in self._tiered_roots(nodes, ops):
+                # split-K's extra customized op is its combine only: it reads the partial sums (the
+                # tensors left unused) and nothing else. (Letting it re-read program inputs too, for
+                # RMSNorm's statistic, made each wrong first kernel's subtree several times larger:
+                # no split-K candidate of l2 norm + matmul 8x256x512 in 240 s, against 8 s.)
+                if combine_first and custom_left == 1 and set(root.inputs) != leaves:
+                    continue
                 self._start_block(nodes, ops, root)
+        if combine_first:
+            for op in self._kernel_op_choices(nodes, ops):
+                self._try_kernel_op(nodes, ops, op)
 
     def _tiered_roots(self, nodes: list[Node], ops: list[tuple]) -> list[BlockRoot]:
         """The customized-op roots of a kernel state, by :func:`.axes.root_tier` (stable).
@@ -278,15 +302,23 @@ class Generator(BlockSearch):
         if self._ax is None:
             self._ax = self._axis_info()
         by_expr, combinable, unsplittable, summed = self._ax
-        customs_left = self.cfg.max_customized_ops - sum(1 for op in ops if op[0] == "customized")
+        customs_left = self._customized_left(nodes, ops)
         cls = [by_expr.get((n.expr, n.dims)) for n in nodes]
 
-        def tier(r: BlockRoot) -> int:
+        leaves = set(self._leaves(nodes, ops))
+        read = {i for op in ops for i in op[1]}
+
+        def tier(r: BlockRoot) -> tuple[int, int]:
+            # A root that takes up every tensor left unused, and nothing an earlier op already
+            # read, continues the earlier customized op (split-K's or FlashDecoding's combine of
+            # the partial sums, whose tensors the program lacks); the others re-read what the
+            # earlier op consumed, so they come after.
+            follows = 0 if leaves and leaves <= set(r.inputs) and not read & set(r.inputs) else 1
             rc = [cls[i] for i in r.inputs]
             if any(c is None for c in rc):
-                return INCOHERENT + 1
-            return root_tier(rc, r.grid, r.imaps, r.fmaps, combinable if customs_left > 1 else frozenset(),
-                             unsplittable if customs_left == 1 else frozenset(), summed)
+                return follows, INCOHERENT + 1
+            return follows, root_tier(rc, r.grid, r.imaps, r.fmaps, combinable if customs_left > 1 else frozenset(),
+                                      unsplittable if customs_left == 1 else frozenset(), summed)
 
         return sorted(roots, key=tier)
 
@@ -301,6 +333,35 @@ class Generator(BlockSearch):
         combinable = combinable_axes(graph) if self.cfg.max_customized_ops > 1 else frozenset()
         summed = summed_axes(graph)
         return by_expr, combinable, summed, summed
+
+    def _split_axes(self) -> frozenset[int]:
+        """:func:`.axes.split_axes` of the program when split-K is on (computed once: the hot path asks)."""
+        if getattr(self, "_split", None) is None:
+            self._split = split_axes(self.t.graph) if self.cfg.split_reduction else frozenset()
+        return self._split
+
+    def _customized_left(self, nodes: list[Node], ops: list[tuple] | None) -> int:
+        """How many more customized ops the state may add: ``max_customized_ops`` less those it
+        has, plus split-K's combine kernel once a customized op has split a :func:`.axes.split_axes`
+        axis (its partial sums must be added up by a later one)."""
+        customs = [op for op in ops or () if op[0] == "customized"]
+        left = self.cfg.max_customized_ops - len(customs)
+        if self.cfg.split_reduction and customs:
+            if self._ax is None:
+                self._ax = self._axis_info()
+            split = self._split_axes()
+            for op in customs:
+                cls = [self._ax[0].get((nodes[i].expr, nodes[i].dims)) for i in op[1]]
+                a = dict(op[2])
+                if all(c is not None for c in cls) and self._combinable_split(cls, a["grid"], a["imaps"], split):
+                    return left + 1
+        return left
+
+    def _combinable_split(self, classes: list, grid: tuple, imaps: tuple, axes: frozenset[int]) -> bool:
+        """Does the grid split ``axes`` into partial sums a combine kernel's loop can add up
+        (as many as one of :meth:`.config.SearchConfig.split_factors`)?"""
+        parts = _split_parts(classes, grid, imaps, axes)
+        return bool(parts) and parts <= set(self.cfg.split_factors())
 
     def _verify_state(self, nodes: list[Node], ops: list[tuple], record: bool = True) -> bool:
         """Compare the state's unused tensors with the target's outputs; record a match."""
@@ -352,8 +413,7 @@ class Generator(BlockSearch):
             # The last op must also read every input the outputs depend on that is still unread.
             used = {i for op in ops for i in op[1]}
             leaves |= {i for i in self.t.needed_inputs if i not in used}
-        customs = sum(1 for op in ops if op[0] == "customized")
-        merge = max(1, self.cfg.max_block_inputs - 1) if customs < self.cfg.max_customized_ops else 1
+        merge = max(1, self.cfg.max_block_inputs - 1) if self._customized_left(nodes, ops) > 0 else 1
         need = len(leaves) + 1 - len(self.t.output_dims) - (left - 1) * merge
         if left == 1:
             need = max(need, len(leaves) - len(self.t.output_dims) + 1, len(leaves - set(self._leaves(nodes, ops))))
@@ -435,6 +495,7 @@ class Generator(BlockSearch):
         leaves, need = self._min_leaf_use(nodes, ops)
         last_op = cfg.max_kernel_ops - len(self.t.input_dims) - len(ops or []) == 1
         final = self.t.output_dims if last_op else None
+        split = self._split_dims(nodes) if cfg.split_reduction else None
         # Larger input sets first: fusing more of the program in one kernel is where the
         # fast candidates are, so they come out early (the order does not change the set).
         for size in range(min(cfg.max_block_inputs, n), 0, -1):
@@ -446,8 +507,22 @@ class Generator(BlockSearch):
                 if last_op and len(set(ins) - leaves) > cfg.max_extra_final_inputs:
                     continue
                 dims = [nodes[i].dims for i in ins]
-                for grid, imaps, fmaps, fr in tilings(cfg, dims, self.t.dtype.itemsize, final, self._count_pruned):
+                split_dims = [split[i] for i in ins] if split else None
+                for grid, imaps, fmaps, fr in tilings(cfg, dims, self.t.dtype.itemsize, final, self._count_pruned,
+                                                      split_dims):
                     yield BlockRoot(ins, grid, imaps, fmaps, fr)
+
+    def _split_dims(self, nodes: list[Node]) -> list[frozenset[int]]:
+        """Per tensor of the state, the dims on a :func:`.axes.split_axes` axis (none for a
+        tensor the program lacks: its axes are unknown)."""
+        if self._ax is None:
+            self._ax = self._axis_info()
+        axes = self._split_axes()
+        out = []
+        for n in nodes:
+            cls = self._ax[0].get((n.expr, n.dims))
+            out.append(frozenset(k for k, c in enumerate(cls) if c in axes) if cls else frozenset())
+        return out
 
     def _count_pruned(self) -> None:
         self.stats.pruned_other += 1
@@ -461,6 +536,20 @@ class Generator(BlockSearch):
         if b is None:
             return xp.unary(typ, a, attrs)
         return xp.binary(typ, a, b)
+
+
+def _split_parts(classes: list, grid: tuple, imaps: tuple, axes: frozenset[int]) -> set[int]:
+    """Into how many parts the grid splits ``axes`` (logical-axis ids) in the inputs it reads
+    (empty: it splits none). ``classes``: the axis ids of each input's dims, in the order of ``imaps``."""
+    return {grid[a] for c, m in zip(classes, imaps) for a in range(3) if grid[a] > 1 and m[a] >= 0 and c[m[a]] in axes}
+
+
+def _alternate(a: list, b: list) -> list:
+    """``a`` and ``b`` taking turns, the longer one's rest at the end."""
+    out = []
+    for x, y in itertools.zip_longest(a, b):
+        out += [t for t in (x, y) if t is not None]
+    return out
 
 
 def _tiling(task: Task) -> tuple | None:

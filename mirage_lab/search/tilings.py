@@ -21,15 +21,24 @@ Tiling = tuple  # (grid, imaps, fmaps, frange)
 
 def tilings(cfg: SearchConfig, dims: list[tuple[int, ...]], itemsize: int,
             final_outputs: Sequence[tuple[int, ...]] | None = None,
-            on_pruned: Callable[[], None] = lambda: None) -> Iterator[Tiling]:
+            on_pruned: Callable[[], None] = lambda: None,
+            split_dims: Sequence[frozenset[int]] | None = None) -> Iterator[Tiling]:
     """The tilings of inputs of shapes ``dims``, in the search's fixed order.
 
     ``final_outputs``: the target's output shapes when the customized op would be the last
     kernel op (its tiles must then be able to reach them). ``on_pruned`` is called once for
-    each tiling refused by shared memory or by that reachability test.
+    each tiling refused by shared memory or by that reachability test. ``split_dims``: per
+    input, the dims split-K may cut (:meth:`.config.SearchConfig.split_grid_candidates`' grids
+    follow the others, their first axis mapped to such dims only).
     """
-    for grid in cfg.grid_candidates(dims):
+    grids = [(g, False) for g in cfg.grid_candidates(dims)]
+    if split_dims is not None and any(split_dims):
+        seen = {g for g, _ in grids}
+        grids += [(g, True) for g in cfg.split_grid_candidates(dims) if g not in seen]
+    for grid, split in grids:
         for imaps in imap_combos(cfg, dims, grid):
+            if split and not all(m[0] < 0 or m[0] in sd for m, sd in zip(imaps, split_dims)):
+                continue
             for fmaps in fmap_combos(cfg, dims):
                 for fr in franges(cfg, dims, grid, imaps, fmaps):
                     if loader_smem(dims, grid, imaps, fmaps, fr, itemsize) > cfg.smem_limit:

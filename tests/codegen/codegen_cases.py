@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 
 import mirage_lab as mi
-from mirage_lab.examples import gated_mlp_fused, gqa_flashdecoding, rms_norm_linear_fused
+from mirage_lab.examples import gated_mlp_fused, gqa_flashdecoding, matmul_split_k, rms_norm_linear_fused
 
 
 def randn_inputs(scale: float = 1.0, positive: bool = False):
@@ -148,6 +148,10 @@ CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [
     # one key per iteration: K's tile is a 1-wide column of a 16-bit tensor (once compiled to `// 0`)
     ("gqa_one_key_per_iteration", lambda: gqa_flashdecoding(batch=2, q_len=8, head_dim=16, kv_len=32, kv_splits=2,
                                                             q_blocks=1, forloop_range=16), gqa_inputs),
+    # split-K: partial sums on a (splits, column blocks) grid, then a combine kernel looping over them
+    ("split_k_l2_norm", lambda: matmul_split_k(4, 64, 64, splits=4, col_blocks=2, forloop_range=2, l2_norm=True),
+     randn_inputs()),
+    ("split_k_m16", lambda: matmul_split_k(16, 128, 64, splits=4, col_blocks=2, forloop_range=2), randn_inputs()),
     ("elementwise", elementwise_graph, randn_inputs(0.5, positive=True)),
     ("elementwise_f32", lambda: elementwise_graph(mi.float32), randn_inputs(0.5, positive=True)),
     ("structural", structural_graph, randn_inputs(0.5)),
