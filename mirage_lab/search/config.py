@@ -107,9 +107,12 @@ class SearchConfig:
     block_ops: tuple[str, ...] = BLOCK_OPS
     block_accums: tuple[str | None, ...] = BLOCK_ACCUMS
     two_d_grids: bool = False
-    # Split-K (None: on when the program sums over an axis whose partial sums a second kernel can
-    # add up and finish, :func:`.axes.split_axes`, outside the attention preset, which splits the
-    # KV length its own way; resolved by :meth:`resolved`). On: grids (s, g, 1), s in split_factors(),
+    # Split-K, opt-in (None or False: off; True: on where the program sums over an axis whose partial
+    # sums a second kernel can add up and finish, :func:`.axes.split_axes`, outside the attention
+    # preset, which splits the KV length its own way; resolved by :meth:`resolved`). Off by default:
+    # on the H100 (2026-11-27) it made the README's RMSNorm+Linear search find nothing in 30 s, and
+    # on nGPT's norm+linear the split candidates it found measured 113-254 µs against torch.compile's
+    # 20.6 while displacing the one-kernel grids. On: grids (s, g, 1), s in split_factors(),
     # beside each one-axis grid (g, 1, 1), and one customized op beyond ``max_customized_ops``
     # after a customized op whose grid splits such an axis (the combine kernel).
     split_reduction: bool | None = None
@@ -194,10 +197,12 @@ class SearchConfig:
             out = replace(out, max_kernel_ops=max(MIRAGE_MAX_KERNEL_OPS, len(graph.inputs) + MIN_OPS_BEYOND_INPUTS))
         if out.max_block_ops is None:
             out = replace(out, max_block_ops=MIRAGE_MAX_BLOCK_OPS + (len(graph.inputs) > 3))
-        if out.split_reduction is None:
+        if out.split_reduction:
             from .axes import split_axes   # axes imports the IR; config stays import-light
 
             out = replace(out, split_reduction=out.config != "attention" and bool(split_axes(graph)))
+        else:
+            out = replace(out, split_reduction=False)
         return out
 
     # ----------------------------------------------------------------- candidate spaces

@@ -10,7 +10,7 @@ an op's input indices newest first (``state.order_key``), which admits μGraphs 
 could not build in any order (nTrans's outer norm); the candidates here are the same, the states
 differ by under 1% (10137 -> 10101, 7467 -> 7409, 27010 -> 27275).
 (The FlashDecoding subtree's hashes are checked in ``test_search.py``.)
-Split-K (``split_reduction``, on by default for these programs since issue 19's splitk branch) adds
+Split-K (``split_reduction``, opt-in; it was on by default for a day after issue 19's splitk branch) adds
 μGraphs to the space on purpose; these searches turn it off, so they pin the space without it.
 """
 import pytest

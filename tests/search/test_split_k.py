@@ -50,9 +50,11 @@ def test_split_axes_are_the_sums_a_combine_kernel_can_finish():
 
 def test_split_reduction_resolves_per_program_and_preset():
     g = _matmul()
-    assert SearchConfig.from_args(None).resolved(g).split_reduction is True
+    assert SearchConfig.from_args(None).resolved(g).split_reduction is False      # opt-in (RESULTS, 2026-11-27)
+    assert SearchConfig.from_args(None, split_reduction=True).resolved(g).split_reduction is True
     assert SearchConfig.from_args(None, split_reduction=False).resolved(g).split_reduction is False
-    assert SearchConfig.from_args("attention").resolved(ex.gqa_program(4, 1, 16, 256)).split_reduction is False
+    assert SearchConfig.from_args("attention", split_reduction=True).resolved(
+        ex.gqa_program(4, 1, 16, 256)).split_reduction is False
     # the split counts are loop ranges: the combine kernel adds one partial sum an iteration
     assert SearchConfig.from_args(None, franges=[2, 8, 64]).split_factors() == (2, 8)
 
@@ -70,7 +72,7 @@ def test_split_grids_split_only_the_summed_dims_they_are_given():
 
 def test_split_roots_take_turns_with_the_one_kernel_ones():
     g = _matmul("l2")
-    cfg = SearchConfig.from_args(None)
+    cfg = SearchConfig.from_args(None, split_reduction=True)
     gen = Generator(Target(g, cfg), cfg)
     head = [t.op for t in gen.all_tasks()[:6]]
     k = _hidden(g)
@@ -85,7 +87,7 @@ def test_search_finds_a_split_k_candidate_that_matches_the_reference():
     # The generator's tasks in their order (the runner strides them over chunks for its workers):
     # measured on the 2-core CPU box, the first split-K candidate at ~8-10 s, 1,579 states, in task 1.
     program = _matmul("l2")
-    cfg = SearchConfig.from_args(None)
+    cfg = SearchConfig.from_args(None, split_reduction=True)
     t0, found = time.monotonic(), []
 
     def on_hit(h):
