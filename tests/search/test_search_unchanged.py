@@ -83,6 +83,7 @@ def test_same_with_every_cpu_fast_path_forced_on(name, monkeypatch):
 
     monkeypatch.setattr(layout_copy, "MIN_ELEMENTS", 0)
     monkeypatch.setattr(lazy_digest, "MIN_ELEMENTS", 0)    # every block tensor's digest lazy
+    monkeypatch.setattr(cpu_ops, "SHORT_ROWS_MIN", 1)      # short rows' sums read as wide words
     monkeypatch.setattr(arrays.NumpyArrays, "MEMO_MIN_DEPTH", 0)
     monkeypatch.setattr(cpu_ops.SearchFieldOps, "FEW_MIN_ELEMENTS", 0)
     monkeypatch.setattr(cpu_ops.SearchFieldOps, "MEMO_MIN_MACS", 0)
