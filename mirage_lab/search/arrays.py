@@ -75,6 +75,12 @@ class NumpyArrays:
     def save_full(self, tile: Any, grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]) -> Any:
         return tiles.save_full(tile, grid, omap, out_dims)
 
+    def save_full_digest(self, tile: Any, grid: Sequence[int], omap: Sequence[int],
+                         out_dims: Sequence[int]) -> tuple[Any, bytes | None]:
+        """:meth:`save_full` and the output's digest (:func:`digest_any`), or None when it is not
+        computed along (the GPU backend)."""
+        return tiles.save_full_digest(tile, grid, omap, out_dims)
+
     def matmul(self, a: Any, b: Any) -> Any:
         return tiles.matmul(a, b, self._folded_matmul)
 
@@ -199,6 +205,10 @@ class CudaArrays(NumpyArrays):
     def save_full(self, tile: Any, grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]) -> Any:
         out = self._gather(tile, tiles.save_view(_stand_in(tile.shape), grid, omap))
         return out.reshape((tile.shape[0],) + tuple(int(d) for d in out_dims))
+
+    def save_full_digest(self, tile: Any, grid: Sequence[int], omap: Sequence[int],
+                         out_dims: Sequence[int]) -> tuple[Any, bytes | None]:
+        return self.save_full(tile, grid, omap, out_dims), None
 
     def matmul(self, a: Any, b: Any) -> Any:
         return self.ops.matmul(a, b)

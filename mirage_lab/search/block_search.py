@@ -223,8 +223,10 @@ class BlockSearch:
                         out_dims[om[a]] *= grid[a]
                 if numel(out_dims) > self.max_kernel_elements:
                     break
-                fp = self.arrays.save_full(bn.fp, grid, om, out_dims)
-                new.append(Node(tuple(out_dims), fp, bn.expr))
+                fp, d = self.arrays.save_full_digest(bn.fp, grid, om, out_dims)
+                # the key Node.key() would compute, its digest taken while copying
+                key = None if d is None else (tuple(out_dims), False, tuple(fp.shape), d)
+                new.append(Node(tuple(out_dims), fp, bn.expr, _key=key))
             if len(new) < len(leaves):
                 self.stats.pruned_other += 1
                 continue
