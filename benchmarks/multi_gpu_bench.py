@@ -76,13 +76,16 @@ def killer(client: Any, kill: bool, log):
     return on_event, state
 
 
-def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log) -> dict:
-    """Every program tuned on a fresh cluster of ``n_gpus`` GPUs (``per_gpu`` workers each)."""
+def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log, scratch: Path | None = None) -> dict:
+    """Every program tuned on a fresh cluster of ``n_gpus`` GPUs (``per_gpu`` workers each).
+
+    ``scratch``: the kernel and inductor caches' folder (default: a new empty one, so nothing is reused)."""
     from dask.distributed import Client
 
     from mirage_lab.pipeline.distributed import autotune_on_cluster, local_gpu_cluster
 
-    scratch = Path(tempfile.mkdtemp(prefix=f"multi_gpu_n{n_gpus}_"))
+    scratch = scratch or Path(tempfile.mkdtemp(prefix=f"multi_gpu_n{n_gpus}_"))
+    fixed = {"stop_margin": None, "max_variants": a.fixed_work} if a.fixed_work else {}
     env = {"TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor")}
     t0 = time.perf_counter()
     out: dict[str, Any] = {"gpus": n_gpus, "workers": n_gpus * per_gpu, "programs": {}}
@@ -90,18 +93,33 @@ def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log) -> 
         client.wait_for_workers(n_gpus * per_gpu, timeout=300)
         out["cluster_start_s"] = time.perf_counter() - t0
         tune_total = 0.0
-        for p, program, cands in work:
-            on_event, kstate = killer(client, a.kill_one and n_gpus * per_gpu >= 2, log)
+
+        def tune(item: tuple) -> tuple:
+            p, program, cands = item
+            on_event, kstate = killer(client, a.kill_one and n_gpus * per_gpu >= 2 and a.concurrent <= 1, log)
             t1 = time.perf_counter()
             try:
                 rep = autotune_on_cluster(program, cands, client, tune_seconds=a.tune_seconds, workers=a.compile_workers,
                                           unit_variants=a.unit_variants, on_event=on_event,
-                                          cache_dir=scratch / "kernels")
+                                          cache_dir=scratch / "kernels", **fixed)
             except Exception as e:
                 traceback.print_exc()
-                out["programs"][p.name] = {"error": f"{type(e).__name__}: {e}"}
+                return p, None, e, kstate, time.perf_counter() - t1
+            return p, rep, None, kstate, time.perf_counter() - t1
+
+        if a.concurrent > 1:   # several programs tuned at once, as for the layers of a model: the wall of the batch
+            from concurrent.futures import ThreadPoolExecutor
+
+            t_batch = time.perf_counter()
+            with ThreadPoolExecutor(a.concurrent) as ex:
+                outcomes = list(ex.map(tune, work))
+            batch_s = time.perf_counter() - t_batch
+        else:
+            outcomes, batch_s = [tune(item) for item in work], None
+        for p, rep, err, kstate, secs in outcomes:
+            if err is not None:
+                out["programs"][p.name] = {"error": f"{type(err).__name__}: {err}"}
                 continue
-            secs = time.perf_counter() - t1
             tune_total += secs
             run = rep.cluster
             moved_vars = [i for m in run.moved for i in m.variants]
@@ -119,7 +137,7 @@ def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log) -> 
                 + (f"; killed {kstate['victim']}: {len(run.moved)} units moved, "
                    f"{rec['moved_measured']}/{len(moved_vars)} of their variants measured elsewhere"
                    if kstate["victim"] else ""))
-        out["tune_s"] = tune_total
+        out["tune_s"] = tune_total if batch_s is None else batch_s
     return out
 
 
@@ -163,6 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unit-variants", type=int, default=4, help="variants per unit of work")
     ap.add_argument("--compile-workers", type=int, default=None,
                     help="compile processes per GPU worker (default: the host's cores / GPUs)")
+    ap.add_argument("--fixed-work", type=int, default=None, metavar="K",
+                    help="the same work at every N: the first K planned variants of each program, all measured "
+                         "(no adaptive stop; keep --tune-seconds above what N=1 needs)")
+    ap.add_argument("--shared-kernels", action="store_true",
+                    help="every N reuses one kernel and inductor cache, filled by an untimed pass on the most "
+                         "GPUs first: times the GPUs' share of tuning, as a team sharing one cache sees it")
+    ap.add_argument("--concurrent", type=int, default=1, metavar="K",
+                    help="tune K programs at once on the cluster (the wall of the whole batch is timed); "
+                         "each run's reference worker, which races the program's own lowerings, is spread")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
     ap.add_argument("--json", type=Path, default=None, help="write every record here")
     a = ap.parse_args(argv)
@@ -192,10 +219,22 @@ def main(argv: list[str] | None = None) -> int:
         if cands:
             work.append((p, program, cands))
     runs = []
+    shared = Path(tempfile.mkdtemp(prefix="multi_gpu_shared_")) if a.shared_kernels else None
+    if shared is not None:
+        log(f"== warm-up pass (untimed) on N={max(counts)}: fills the shared kernel cache")
+        run_n(max(counts), a.workers_share_gpu, work, a, log, scratch=shared)
     for n in counts:
         log(f"== N={n}")
-        runs.append(run_n(n, a.workers_share_gpu, work, a, log))
+        runs.append(run_n(n, a.workers_share_gpu, work, a, log, scratch=shared))
         log(f"   N={n}: tuning {runs[-1].get('tune_s', float('nan')):.1f} s (cluster start {runs[-1]['cluster_start_s']:.1f} s)")
+        if a.json:   # after each N, so a run cut short keeps what it measured
+            a.json.write_text(json.dumps(runs, indent=1, default=str))
+    mode = ("fixed work: the first %d planned variants of each program, all measured" % a.fixed_work
+            if a.fixed_work else "adaptive stop (the work differs between N)")
+    if a.concurrent > 1:
+        mode += f"; {a.concurrent} programs tuned at once"
+    mode += "; compiles " + ("from one shared, pre-filled kernel cache" if shared else "cold at every N")
+    device += f" ({mode})"
     text = table(runs, device)
     print(text)
     if a.out:

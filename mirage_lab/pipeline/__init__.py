@@ -140,6 +140,7 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
                 early = start_early(compile_workers, max_candidates)
                 if early is not None:
                     run_on = early.on_candidates(run_on)
+                    early.warm_program(graph)   # torch.compile of the program, while the search runs
             res = run_search(graph, config, on_event=run_on, **search_settings)
             lookup.save_search(res)
         if tune is None:

@@ -418,13 +418,20 @@ class _Tuning:
         self.excluded_s = 0.0   # torch.compile's own compile: run while the pool compiles, outside the budget
 
     # -------------------------------------------------------------- the program's own lowerings
-    def race_program(self, lowerings: Sequence[str]) -> None:
+    def race_program(self, lowerings: Sequence[str], warm: Any = None) -> None:
+        """Build, check and time the program's own lowerings. ``warm``: a :class:`~.contenders.ProgramWarmup`
+        started with the search, whose lowering is taken instead of built here (only the wait is excluded)."""
         from .contenders import build_program_lowering, check_program, program_lowerings_for, time_program
 
         for name in program_lowerings_for(self.program, lowerings, self.timer is not None):
-            p = build_program_lowering(self.program, name, self.mi)
-            if name == "torch.compile" and p.compile_s:
-                self.excluded_s += p.compile_s
+            pre = warm.take(name) if warm is not None else None
+            if pre is not None:
+                p, waited = pre
+                self.excluded_s += waited
+            else:
+                p = build_program_lowering(self.program, name, self.mi)
+                if name == "torch.compile" and p.compile_s:
+                    self.excluded_s += p.compile_s
             if p.error is None:  # the program defines correct: its plain ops need only be finite
                 tol = float("inf") if name in ("torch", "program") else self.tolerance()
                 check_program(p, self.mi, tol)
@@ -573,6 +580,7 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
     tn = _Tuning(program, results, mi, timer, cdir, repeats, stop_margin, emit, t0)
     reason = "every planned variant was measured" if results else "no μGraph candidate to tune"
     owned = pool is None
+    warm = getattr(pool, "program_warmup", None)   # torch.compile built while the search ran
     pool = None if sim else getattr(pool, "pool", None)
     q: "queue.Queue[tuple[int, float, str | None]]" = queue.Queue()
     feed: CompileFeed | None = None
@@ -591,7 +599,7 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
             # and a variant the stopping rule rules out later is never compiled
             feed = CompileFeed(submit, depth=2 * n_workers)
             feed.top_up(range(len(results)))
-        tn.race_program(program_lowerings)
+        tn.race_program(program_lowerings, warm=warm)
         while len(tn.finished) < len(results):
             possible = tn.possible()
             if not possible:

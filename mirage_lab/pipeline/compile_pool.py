@@ -61,6 +61,7 @@ class CompilePool:
         self.submitted: list[str] = []           # "<content hash[:12]>/<options tag>" of each speculative compile
         self.done: dict[str, tuple[float, str | None]] = {}   # the same keys -> (seconds, error)
         self._closed = False
+        self.program_warmup: Any = None          # a ProgramWarmup (torch.compile of the program), once started
 
     # ------------------------------------------------------------------ speculation during the search
     def speculate(self, graph: KernelGraph) -> int:
@@ -115,6 +116,13 @@ class CompilePool:
         return cb
 
     # ------------------------------------------------------------------ lifetime
+    def warm_program(self, program: KernelGraph) -> None:
+        """Start torch.compile of ``program`` in a background thread, for the tuner to take (where it will race)."""
+        from .contenders import PROGRAM_LOWERINGS, ProgramWarmup, program_lowerings_for
+
+        if "torch.compile" in program_lowerings_for(program, PROGRAM_LOWERINGS, True):
+            self.program_warmup = ProgramWarmup(program, "torch.compile")
+
     def close(self) -> None:
         """Stop every process (compiles still running are dropped; finished ones stay in the disk cache)."""
         with self._lock:

@@ -148,6 +148,51 @@ def build_program_lowering(program: KernelGraph, lowering: str, mi: MeasuringInp
     return res
 
 
+class ProgramWarmup:
+    """One of the program's lowerings built in a background thread, while the search runs.
+
+    torch.compile's first call takes 10-20 s on a GPU host (dynamo, inductor, Triton), a cost
+    that used to come after the search, on top of it. ``superoptimize`` starts this with its
+    search; the tuner's :meth:`_Tuning.race_program` then takes the built lowering (the same
+    ``torch.compile`` wrapper, so the measuring inputs, of the same shapes, dtypes and device,
+    hit its compiled code) and only waits for what is left of the compile. The inputs here are
+    random tensors of the program's input shapes: a compile does not depend on their values.
+
+        >>> w = ProgramWarmup(program, "torch.compile")     # doctest: +SKIP
+        >>> res, waited_s = w.take("torch.compile")         # doctest: +SKIP
+    """
+
+    def __init__(self, program: KernelGraph, lowering: str = "torch.compile", device: str = "cuda") -> None:
+        import threading
+
+        self.program, self.lowering, self.device = program, lowering, device
+        self.result: ProgramResult | None = None
+        self.error: str | None = None   # why the warm-up failed (the tuner then builds the lowering itself)
+        self._thread = threading.Thread(target=self._build, name=f"mirage_lab-warm-{lowering}", daemon=True)
+        self._thread.start()
+
+    def _build(self) -> None:
+        from types import SimpleNamespace
+
+        try:
+            import torch
+
+            xs = [torch.randn(tuple(t.dims), device=self.device).to(t.dtype.torch) for t in self.program.inputs]
+            self.result = build_program_lowering(self.program, self.lowering, SimpleNamespace(inputs=xs))
+        except BaseException as e:  # noqa: BLE001 - never lost: take() returns None and the tuner builds it itself
+            self.result = None
+            self.error = _error(e)
+
+    def take(self, lowering: str) -> tuple[ProgramResult, float] | None:
+        """The built lowering and the seconds waited for it; ``None`` for another lowering or a failed warm-up."""
+        if lowering != self.lowering:
+            return None
+        t0 = time.perf_counter()
+        self._thread.join()
+        res, self.result = self.result, None   # taken once: a second tuning builds its own
+        return None if res is None else (res, time.perf_counter() - t0)
+
+
 def _sync(mi: MeasuringInputs) -> None:
     x = mi.inputs[0] if mi.inputs else None
     if x is not None and getattr(x, "is_cuda", False):
@@ -186,4 +231,4 @@ def program_lowerings_for(program: KernelGraph, wanted: Sequence[str], timed: bo
 
 
 __all__ = ["PROGRAM_LOWERINGS", "LIBRARY", "library_phrase", "EAGER", "PROGRAM_PHRASE", "Timer", "CudaGraphTimer",
-           "default_timer", "ProgramResult", "check_program", "build_program_lowering", "time_program", "program_lowerings_for"]
+           "default_timer", "ProgramResult", "ProgramWarmup", "check_program", "build_program_lowering", "time_program", "program_lowerings_for"]

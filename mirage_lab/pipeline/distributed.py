@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
 import warnings
@@ -31,7 +32,7 @@ from .autotune import TuneFinished, TuneReport, TuneStarted, VariantDone, Varian
 from .calibration import calibrate_gpu, calibration_outliers
 from .codec import decode, dumps, encode
 from .contenders import PROGRAM_LOWERINGS
-from .scheduling import Move, UnitScheduler, make_units
+from .scheduling import Move, UnitScheduler, make_units, unit_size
 from .stopping import STOP_MARGIN
 
 RESOURCE = "GPU"      # the worker resource that marks one GPU
@@ -136,6 +137,46 @@ class ClusterRun:
 _SESSIONS: dict[str, "_WorkerSession"] = {}   # run id -> this worker process's state for that run
 
 
+PROFILER_CALLBACKS = ("profile", "profile-cycle")   # dask's statistical profiler, in Worker.periodic_callbacks
+
+
+def stop_worker_profiler(timeout_s: float = 10.0) -> bool:
+    """Stop dask's statistical profiler in the worker this task runs in; ``False`` outside a worker.
+
+    Every 10 ms the profiler calls ``sys._current_frames()`` from the worker's event loop. On
+    CPython 3.11 before 3.11.12 that call holds the runtime's thread-list lock while it allocates a
+    frame object per thread; an allocation can start a garbage collection whose Python callbacks
+    (dask's own gc diagnosis) give up the GIL, and a thread being started or ended then takes the GIL
+    and waits for that lock: the whole process hangs (CPython gh-106883, gh-116969; dask/distributed
+    #8616, whose fix turned off only the event-loop watch, not this one). The CUDA simulator starts and
+    ends one Python thread per simulated CUDA thread (512 per block), which made the hang likely; on a
+    GPU the profiler's sampling only adds noise to the timings, and tuning does not read the profiles.
+    Returns once the loop has stopped the callbacks, so no sample is taken after it.
+    """
+    import threading
+
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):   # not in a Dask worker (the tests' in-process use)
+        return False
+    callbacks = [pc for name, pc in worker.periodic_callbacks.items() if name in PROFILER_CALLBACKS]
+    if not any(pc.is_running() for pc in callbacks):
+        return True
+    done = threading.Event()
+
+    def stop() -> None:   # PeriodicCallback is not thread-safe: stopped on the loop that runs it
+        for pc in callbacks:
+            pc.stop()
+        done.set()
+
+    worker.loop.add_callback(stop)
+    if not done.wait(timeout_s):
+        raise MirageLabError(f"the Dask worker {worker.address} did not stop its profiler within {timeout_s:g} s")
+    return True
+
+
 def _worker_address() -> str:
     try:
         from distributed import get_worker
@@ -158,6 +199,11 @@ class GpuExclusiveTimer:
         from filelock import FileLock
 
         self.timer, self.lock = timer, FileLock(lock_path)
+
+    def exclusive(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` under this GPU's lock (the calibration: a neighbour's timings would skew it)."""
+        with self.lock:
+            return fn()
 
     def graph(self, *args: Any, **kw: Any) -> Any:
         with self.lock:
@@ -196,28 +242,27 @@ class _WorkerSession:
         from .contenders import default_timer
         from .inputs import measuring_inputs
 
+        stop_worker_profiler()   # before any thread is started here (see its docstring: a hang otherwise)
         self.sim = simulator_active()
         if not self.sim and not torch.cuda.is_available():
             raise MirageLabError(f"the GPU worker {_worker_address()} sees no CUDA GPU: start it with "
                                  "CUDA_VISIBLE_DEVICES=<its card> on a GPU host")
         self.spec = spec
-        lock = None if self.sim else gpu_lock_path()
+        timer = spec["timer"] if spec["timer"] is not None else default_timer()
+        # one lock per card, shared with the other processes timing on it: calibration and timed replays
+        exclusive = None if self.sim else GpuExclusiveTimer(timer, gpu_lock_path())
         if spec["calibrate"] is None:
             self.calibration = None
-        elif lock is None:
+        elif exclusive is None:
             self.calibration = spec["calibrate"]()
         else:
-            from filelock import FileLock
-
-            with FileLock(lock):   # a neighbour's timings on the same card would skew the calibration
-                self.calibration = spec["calibrate"]()
+            self.calibration = exclusive.exclusive(spec["calibrate"])
         program = from_json(spec["program"])
         inputs = spec["inputs"]
         if inputs is not None and not self.sim:
             inputs = [x.to("cuda") for x in inputs]
-        timer = spec["timer"] if spec["timer"] is not None else default_timer()
-        if timer is not None and lock is not None:
-            timer = GpuExclusiveTimer(timer, lock)
+        if timer is not None and exclusive is not None:
+            timer = exclusive
         mi = measuring_inputs(program, device="cpu" if self.sim else "cuda", inputs=inputs)
         # no stopping rule here: the caller decides what is still worth measuring, over every worker's results
         self.tn = _Tuning(program, [], mi, timer, spec["cache_dir"], spec["repeats"], None, lambda ev: None,
@@ -322,6 +367,7 @@ def _compile_task(items_json: str, cache_dir: str | None) -> dict[int, tuple[flo
     """On a ``CPU`` worker (of a GPU host that shares the kernel cache): compile and launch a unit's variants once."""
     from ..runtime.kernel import compile_and_launch
 
+    stop_worker_profiler()   # numba compiling in this thread made the profiler's frame walk raise (llvmlite)
     out = {}
     for gi, r in decode(json.loads(items_json)):
         _, secs, err = compile_and_launch((gi, r.variant.graph.to_json(), cache_dir, r.variant.options.astuple()))
@@ -382,6 +428,27 @@ def best_variant(results: Sequence[VariantResult], timed: bool) -> VariantResult
 
 
 WORKER_WAIT_S = 30.0   # how long a cluster left without GPU workers is given for one to join (or restart)
+# Client side: how many runs in flight have each GPU worker as their reference (the worker that compiles and
+# times the program's own lowerings, torch.compile's 10-20 s included). Runs tuned at once (several programs of
+# a model) spread their references over the workers instead of queueing them all on the first.
+_REFERENCES: dict[str, int] = {}
+_REFERENCES_LOCK = threading.Lock()
+
+
+def _take_reference(live: Sequence[str]) -> str:
+    """The live worker that is the reference of the fewest runs in flight (the first on a tie); counted."""
+    with _REFERENCES_LOCK:
+        w = min(live, key=lambda x: _REFERENCES.get(x, 0))
+        _REFERENCES[w] = _REFERENCES.get(w, 0) + 1
+        return w
+
+
+def _release_reference(w: str | None) -> None:
+    with _REFERENCES_LOCK:
+        if w is not None and _REFERENCES.get(w, 0) > 0:
+            _REFERENCES[w] -= 1
+
+
 MAX_MOVES = 3   # a unit that has lost this many workers is the cause, not their victim: it is given up
 
 
@@ -427,7 +494,8 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
         cluster_device(client)  # raises, saying how to start GPU workers
     planned = plan_variants(candidates, max_variants=max_variants)
     results = [VariantResult(v, e) for v, e in planned]
-    sched = UnitScheduler(make_units(len(results), size=unit_variants), depth=depth, max_moves=MAX_MOVES)
+    size = unit_size(len(results), len(gpu_workers(client)), size=unit_variants, depth=depth)
+    sched = UnitScheduler(make_units(len(results), size=size), depth=depth, max_moves=MAX_MOVES)
     run_id = f"mirage_lab-tune-{uuid.uuid4().hex[:12]}"
     hosts: dict[str, int] = {}
     for w in gpu_workers(client):
@@ -460,6 +528,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
     alone_since: float | None = None
     budget_from: float | None = None   # when the first worker was ready (its program lowerings raced)
     designated: str | None = None      # the reference worker: it races every program lowering and times torch eager
+    reference: str | None = None       # the designated worker as counted in _REFERENCES (released at the end)
 
     def drop_worker(w: str, why: str) -> None:
         records.setdefault(w, WorkerRecord(w)).lost = True
@@ -493,10 +562,11 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
             for w in [w for w in sched.held if w not in live and w not in sched.lost]:
                 drop_worker(w, "worker left the cluster")
             live = usable(live)
+            if designated is None and live:
+                designated = reference = _take_reference(live)
             for w in live:
                 if w not in infos and not any(k == "start" and fw == w for k, fw, _ in futs.values()):
                     records.setdefault(w, WorkerRecord(w))
-                    designated = designated or w
                     f = client.submit(_start_task, run_id, spec_for(w), w == designated, workers=[w],
                                       resources={RESOURCE: 1}, pure=False, key=f"{run_id}-start-{time.time_ns()}")
                     futs[f] = ("start", w, None)
@@ -587,6 +657,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                              f"{len(compilers)} CPU workers" if compilers else "each GPU worker's host"),
                          floor=floor_us(program))
     finally:
+        _release_reference(reference)
         client.cancel(list(futs))
         try:
             client.run(_drop_task, run_id, workers=gpu_workers(client))
@@ -723,7 +794,8 @@ def local_gpu_cluster(gpus: int | Sequence[int] | None = None, *, per_gpu: int =
     dask.config.set({"distributed.worker.daemon": False})
     # dask's statistical profiler walks the task thread's frames from the worker's event loop every 10 ms:
     # with numba compiling in that thread it raised from llvmlite, and under load a worker's loop stopped
-    # answering (units pending for minutes); the tuning does not use the profiles
+    # answering (units pending for minutes: the CPython 3.11 deadlock in stop_worker_profiler's docstring,
+    # which every cluster's tuning tasks now avoid); the tuning does not use the profiles
     dask.config.set({"distributed.worker.profile.enabled": False})
     workers: dict[str, Any] = {
         f"gpu{d}-{k}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {RESOURCE: 1},

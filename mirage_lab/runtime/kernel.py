@@ -33,12 +33,12 @@ from ..errors import KernelInputError, MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from ..bounded import LRUDict
 from ..ir.shapes import fmt
+from .program import GRAPHS_PER_KERNEL  # CUDA graphs kept per kernel (why 16: there)
 from .paths import cache_root, default_cache_dir, simulator_active  # noqa: F401  (their old home)
 
 _LOCK = threading.Lock()
 # Bounded: a tuning run compiles hundreds of variants; one compiled kernel holds its module.
 _COMPILED: "LRUDict" = LRUDict(256)
-GRAPHS_PER_KERNEL = 4   # CUDA graphs kept per compiled kernel (each pins its input and output tensors)
 
 
 def _numpy_hint(x: Any) -> str:

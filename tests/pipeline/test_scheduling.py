@@ -17,7 +17,7 @@ from mirage_lab.pipeline.codec import decode, dumps, encode
 from mirage_lab.pipeline.cost_model import Estimate
 from mirage_lab.pipeline.distributed import (ClusterRun, WorkerRecord, best_variant, first_correct_settled,
                                              still_possible)
-from mirage_lab.pipeline.scheduling import Move, UnitScheduler, make_units
+from mirage_lab.pipeline.scheduling import Move, UnitScheduler, make_units, unit_size
 from mirage_lab.pipeline.variants import Variant
 from mirage_lab.runtime.profile import Timing
 
@@ -55,6 +55,18 @@ def simulate(sched: UnitScheduler, speed: dict[str, float], *, die: dict[str, fl
                 for v in unit.variants:
                     measured.setdefault(v, []).append(w)
     raise AssertionError("the fake cluster did not finish")
+
+
+def test_a_short_plan_is_cut_finer_so_every_worker_gets_units():
+    assert unit_size(130, 2, size=4, depth=2) == 4          # a long plan keeps the asked size
+    assert unit_size(8, 2, size=4, depth=2) == 2            # 4 units: two for each worker's depth
+    assert unit_size(8, 4, size=4, depth=2) == 1
+    assert unit_size(3, 8, size=4, depth=2) == 1            # never below one variant
+    sched = UnitScheduler(make_units(8, size=unit_size(8, 2, size=4, depth=2)), depth=2)
+    given = sched.assign(["a", "b"]) + sched.assign(["b", "a"])
+    assert sorted(w for w, _ in given) == ["a", "a", "b", "b"]    # both GPUs busy from the start
+    with pytest.raises(MirageLabError, match="unit_variants >= 1"):
+        unit_size(8, 2, size=0, depth=2)
 
 
 def test_units_cover_the_plan_in_order():

@@ -1,0 +1,65 @@
+"""torch.compile of the program is built while the search runs, and the tuner takes it instead of compiling again."""
+import threading
+import time
+
+import pytest
+
+from mirage_lab import examples as ex
+from mirage_lab.pipeline import contenders
+from mirage_lab.pipeline.autotune import _Tuning
+from mirage_lab.pipeline.contenders import ProgramResult, ProgramWarmup
+from mirage_lab.pipeline.inputs import measuring_inputs
+from mirage_lab.runtime.program import ProgramFunction
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """A stand-in for the slow build (torch.compile's first call): eager torch ops, 0.3 s, recording its thread."""
+    calls = []
+
+    def build(program, lowering, mi, fail=False):
+        calls.append((lowering, threading.current_thread().name))
+        time.sleep(0.3)
+        if lowering == "broken":
+            raise RuntimeError("inductor exploded")
+        return ProgramResult(lowering, runner=ProgramFunction(program, compiled=False), compile_s=0.3)
+
+    monkeypatch.setattr(contenders, "build_program_lowering", build)
+    return calls
+
+
+def _tuning(program):
+    mi = measuring_inputs(program, device="cpu")
+    return _Tuning(program, [], mi, timer=None, cache_dir=None, repeats=1, stop_margin=None,
+                   emit=lambda ev: None, t0=time.monotonic())
+
+
+def test_the_lowering_is_built_in_the_background_and_taken_once(builds):
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    w = ProgramWarmup(g, "torch", device="cpu")
+    assert w.take("torch.compile") is None            # another lowering: not this warm-up's
+    res, waited = w.take("torch")
+    assert res.lowering == "torch" and isinstance(res.runner, ProgramFunction)
+    assert builds == [("torch", "mirage_lab-warm-torch")] and 0 <= waited < 5
+    assert w.take("torch") is None                     # taken once: a second tuning builds its own
+
+
+def test_the_tuner_races_the_warm_lowering_and_excludes_only_the_wait(builds):
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    w = ProgramWarmup(g, "torch", device="cpu")
+    time.sleep(0.5)                                    # the search ran longer than the build
+    tn = _tuning(g)
+    tn.race_program(["torch"], warm=w)
+    (p,) = tn.programs
+    assert p.ok and p.rel_err is not None and p.rel_err < 1e-2    # checked against float64 like any lowering
+    assert [name for _, name in builds] == ["mirage_lab-warm-torch"]   # not built a second time
+    assert tn.excluded_s < 0.2                         # the build's 0.3 s overlapped the search: not excluded again
+
+
+def test_a_failed_warm_up_is_built_again_by_the_tuner(builds):
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    w = ProgramWarmup(g, "broken", device="cpu")
+    assert w.take("broken") is None and "inductor exploded" in w.error
+    tn = _tuning(g)
+    tn.race_program(["torch"], warm=w)                 # the tuner's own build, in this thread
+    assert builds[-1] == ("torch", threading.current_thread().name) and tn.programs[0].ok
