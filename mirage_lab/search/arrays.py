@@ -23,6 +23,7 @@ this module only adds a per-process cache and a check that CUDA works in the pro
 from __future__ import annotations
 
 import os
+import weakref
 from collections import OrderedDict
 from typing import Any, Sequence
 
@@ -73,6 +74,12 @@ class NumpyArrays:
 
     def save_full(self, tile: Any, grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]) -> Any:
         return tiles.save_full(tile, grid, omap, out_dims)
+
+    def save_full_digest(self, tile: Any, grid: Sequence[int], omap: Sequence[int],
+                         out_dims: Sequence[int]) -> tuple[Any, bytes | None]:
+        """:meth:`save_full` and the output's digest (:func:`digest_any`), or None when it is not
+        computed along (the GPU backend)."""
+        return tiles.save_full_digest(tile, grid, omap, out_dims)
 
     def matmul(self, a: Any, b: Any) -> Any:
         return tiles.matmul(a, b, self._folded_matmul)
@@ -199,6 +206,10 @@ class CudaArrays(NumpyArrays):
         out = self._gather(tile, tiles.save_view(_stand_in(tile.shape), grid, omap))
         return out.reshape((tile.shape[0],) + tuple(int(d) for d in out_dims))
 
+    def save_full_digest(self, tile: Any, grid: Sequence[int], omap: Sequence[int],
+                         out_dims: Sequence[int]) -> tuple[Any, bytes | None]:
+        return self.save_full(tile, grid, omap, out_dims), None
+
     def matmul(self, a: Any, b: Any) -> Any:
         return self.ops.matmul(a, b)
 
@@ -222,10 +233,51 @@ def digest_any(a: Any) -> bytes:
     to resist, and 128 bits make an accidental collision negligible), or the device digest of
     :mod:`.cuda_digest` for a device array."""
     if isinstance(a, np.ndarray):
-        return layout_copy.digest(a)   # == xxh3_128_digest(np.ascontiguousarray(a)), without the copy
+        return _view_digest(a)
     from .cuda_digest import device_digest
 
     return device_digest(a)
+
+
+#: views of at least this many elements have their digest kept by (base array, view geometry)
+VIEW_MEMO_MIN = 1 << 15
+# id(base) -> (weak reference to base, {(offset, shape, strides, dtype): digest})
+_VIEW_DIGESTS: dict[int, tuple[Any, dict[tuple, bytes]]] = {}
+
+
+def _view_digest(a: np.ndarray) -> bytes:
+    """``layout_copy.digest(a)``, kept per view of a live base array.
+
+    The tile products' memo names its operands by digest (``NumpyArrays._folded_matmul``), and
+    most operands are the same views of the same arrays again (W's tiles, cut the same way in
+    another state): their digest is a function of the base's bytes and of the view's offset,
+    shape and strides. Fingerprint arrays are never written after they are made, and an entry
+    lives only as long as its base (a weak reference), so a new array at a reused address
+    cannot inherit one."""
+    base = a.base
+    if a.size < VIEW_MEMO_MIN or not isinstance(base, np.ndarray) or base.base is not None:
+        return layout_copy.digest(a)   # == xxh3_128_digest(np.ascontiguousarray(a)), without the copy
+    geom = (a.__array_interface__["data"][0] - base.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
+    entry = _VIEW_DIGESTS.get(id(base))
+    if entry is None or entry[0]() is not base:
+        bid = id(base)
+        try:
+            ref = weakref.ref(base, lambda _r, bid=bid: _forget(bid, _r))
+        except TypeError:
+            return layout_copy.digest(a)
+        entry = _VIEW_DIGESTS[bid] = (ref, {})
+    d = entry[1].get(geom)
+    if d is None:
+        d = entry[1][geom] = layout_copy.digest(a)
+    return d
+
+
+def _forget(bid: int, ref: Any) -> None:
+    entry = _VIEW_DIGESTS.get(bid)
+    if entry is not None and entry[0] is ref:
+        del _VIEW_DIGESTS[bid]
+
+
 
 
 class ArrayBackendError(MirageLabError, ValueError):

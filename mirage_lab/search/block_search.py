@@ -18,6 +18,7 @@ from ..expr import for_block_op
 from ..ir.tiling import tile_dims
 from . import tiles
 from .config import normalize_map
+from .lazy_digest import block_digest
 from .shapes import block_fp_limit, fp_elements, numel, op_out_dims, tile_bytes
 from .state import UNARY, BlockRoot, Node, order_key
 
@@ -177,7 +178,10 @@ class BlockSearch:
         root, since the same op on the same tiles recurs across its branches."""
         hit = self.fp_memo.get(mkey)
         if hit is None:
-            node = Node(dims, compute(), expr, after_accum=after_accum)
+            fp = compute()
+            # the digest is lazy: full only when another tensor of the root may equal this one
+            node = Node(dims, fp, expr, after_accum=after_accum,
+                        _key=(dims, after_accum, tuple(fp.shape), block_digest(fp)))
             self.fp_memo[mkey] = (node.fp, node.key())
             return node
         return Node(dims, hit[0], expr, after_accum=after_accum, _key=hit[1])
@@ -219,8 +223,10 @@ class BlockSearch:
                         out_dims[om[a]] *= grid[a]
                 if numel(out_dims) > self.max_kernel_elements:
                     break
-                fp = self.arrays.save_full(bn.fp, grid, om, out_dims)
-                new.append(Node(tuple(out_dims), fp, bn.expr))
+                fp, d = self.arrays.save_full_digest(bn.fp, grid, om, out_dims)
+                # the key Node.key() would compute, its digest taken while copying
+                key = None if d is None else (tuple(out_dims), False, tuple(fp.shape), d)
+                new.append(Node(tuple(out_dims), fp, bn.expr, _key=key))
             if len(new) < len(leaves):
                 self.stats.pruned_other += 1
                 continue

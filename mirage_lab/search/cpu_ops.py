@@ -17,6 +17,7 @@ Without Numba the class is the numpy one unchanged.
 from __future__ import annotations
 
 import math
+import sys
 from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
@@ -136,6 +137,62 @@ try:
                     out[z, i, j] = acc[j] % _U
         return out
 
+    # Sums of very short rows (2, 4 or 8 elements, or pairs of columns): the loops above run a
+    # few additions per row with a loop's overhead each. Here the row is read as one or two wide
+    # words whose 16-bit lanes are the elements (little-endian), so the loop over rows has no
+    # inner loop and vectorises. Two field elements add up to at most 2·(PQ - 1) < 2**16, so
+    # the lanes of a sum of two words do not carry into each other.
+    _M16 = np.uint64(0xFFFF)
+
+    @numba.njit(cache=True, nogil=True)
+    def _lanes2(v: np.ndarray) -> np.ndarray:   # [o] uint32 (a row of 2) -> [o]
+        out = np.empty(v.shape[0], np.uint16)
+        for i in range(v.shape[0]):
+            w = v[i]
+            out[i] = ((w & np.uint32(0xFFFF)) + (w >> np.uint32(16))) % _U32
+        return out
+
+    @numba.njit(cache=True, nogil=True)
+    def _lanes4(v: np.ndarray) -> np.ndarray:   # [o] uint64 (a row of 4) -> [o]
+        out = np.empty(v.shape[0], np.uint16)
+        for i in range(v.shape[0]):
+            w = v[i]
+            s = (w & _M16) + ((w >> np.uint64(16)) & _M16) + ((w >> np.uint64(32)) & _M16) + (w >> np.uint64(48))
+            out[i] = np.uint32(s) % _U32
+        return out
+
+    @numba.njit(cache=True, nogil=True)
+    def _lanes8(v: np.ndarray) -> np.ndarray:   # [o, 2] uint64 (a row of 8) -> [o]
+        out = np.empty(v.shape[0], np.uint16)
+        for i in range(v.shape[0]):
+            w = v[i, 0] + v[i, 1]    # lanes hold sums of two elements: no carry
+            s = (w & _M16) + ((w >> np.uint64(16)) & _M16) + ((w >> np.uint64(32)) & _M16) + (w >> np.uint64(48))
+            out[i] = np.uint32(s) % _U32
+        return out
+
+    @numba.njit(cache=True, nogil=True)
+    def _sum_pairs(v: np.ndarray) -> np.ndarray:   # [o, r] uint32 (lanes: columns 0, 1) -> [o, 2]
+        o, r = v.shape
+        out = np.empty((o, 2), np.uint16)
+        blk = 1024   # rows summed together, column by column (the accumulators stay in L1)
+        lo = np.empty(blk, np.uint32)
+        hi = np.empty(blk, np.uint32)
+        for i0 in range(0, o, blk):
+            n = min(blk, o - i0)
+            for ii in range(n):
+                w = v[i0 + ii, 0]
+                lo[ii] = w & np.uint32(0xFFFF)
+                hi[ii] = w >> np.uint32(16)
+            for j in range(1, r):
+                for ii in range(n):
+                    w = v[i0 + ii, j]
+                    lo[ii] += w & np.uint32(0xFFFF)
+                    hi[ii] += w >> np.uint32(16)
+            for ii in range(n):
+                out[i0 + ii, 0] = lo[ii] % _U32
+                out[i0 + ii, 1] = hi[ii] % _U32
+        return out
+
     HAVE_NUMBA = True
 except Exception:   # no numba, or it fails to import here: the numpy code below is used
     HAVE_NUMBA = False
@@ -174,12 +231,14 @@ class SearchFieldOps(FieldOps):
         shape = x.shape
         outer = int(np.prod(shape[:ax], dtype=np.int64))
         inner = int(np.prod(shape[ax + 1:], dtype=np.int64))
-        if inner == 1:
-            r = _sum_last(x.reshape(outer, shape[ax]))
-        elif shape[ax] <= SUM32_TERMS:
-            r = _sum_mid32(x.reshape(outer, shape[ax], inner))
-        else:
-            r = _sum_mid(x.reshape(outer, shape[ax], inner))
+        r = _sum_short_rows(x, outer, shape[ax], inner)
+        if r is None:
+            if inner == 1:
+                r = _sum_last(x.reshape(outer, shape[ax]))
+            elif shape[ax] <= SUM32_TERMS:
+                r = _sum_mid32(x.reshape(outer, shape[ax], inner))
+            else:
+                r = _sum_mid(x.reshape(outer, shape[ax], inner))
         return r.reshape(shape[:ax] + (1,) + shape[ax + 1:])
 
     #: ``scale`` multiplies arrays of at least this many elements (smaller ones: the table lookup)
@@ -275,6 +334,30 @@ class SearchFieldOps(FieldOps):
             else:
                 acc = _mod_f64(part) if acc is None else _mod_f64_add(part, acc)
         return acc.astype(FP_DTYPE, copy=False)
+
+
+#: sums of short rows read as wide words need the elements in little-endian lanes
+_LITTLE = sys.byteorder == "little"
+#: ... and are worth it from this many rows (below, the plain loops cost microseconds)
+SHORT_ROWS_MIN = 1 << 12
+
+
+def _sum_short_rows(x: np.ndarray, outer: int, r: int, inner: int) -> np.ndarray | None:
+    """The sum over the middle axis of contiguous ``x`` seen as ``[outer, r, inner]``, for rows of
+    2, 4 or 8 elements (``inner == 1``) or pairs of columns (``inner == 2``), read as wide words
+    (``_lanes*``, ``_sum_pairs``); None where that does not apply (then the plain loops run)."""
+    if not _LITTLE or x.dtype != FP_DTYPE or outer < SHORT_ROWS_MIN or not x.flags.c_contiguous:
+        return None
+    flat = x.reshape(-1)
+    addr = flat.ctypes.data
+    if inner == 1 and r == 2 and addr % 4 == 0:
+        return _lanes2(flat.view(np.uint32))
+    if inner == 1 and r in (4, 8) and addr % 8 == 0:
+        v = flat.view(np.uint64)
+        return _lanes4(v) if r == 4 else _lanes8(v.reshape(outer, 2))
+    if inner == 2 and r <= SUM32_TERMS and addr % 4 == 0:
+        return _sum_pairs(flat.view(np.uint32).reshape(outer, r))
+    return None
 
 
 #: the row ``scale`` multiplies against (the ufunc's inner loop runs along it)

@@ -150,3 +150,30 @@ def digest(x: np.ndarray) -> bytes:
                 _copy(part, buf)
                 h.update(buf)
     return h.digest()
+
+
+def contiguous_digest(x: np.ndarray) -> tuple[np.ndarray, bytes]:
+    """``(contiguous(x), digest(x))`` in one pass: each chunk of the copy is hashed right after it
+    is written, while it is still in cache (a saved output is copied and then named by its
+    digest; hashing the whole copy afterwards read it back from memory, ~3x the hash's time)."""
+    x = np.asarray(x)
+    x3 = None if x.flags.c_contiguous or not HAVE_NUMBA or x.size < MIN_ELEMENTS else _as3(x)
+    if x3 is None:
+        out = np.ascontiguousarray(x)
+        return out, xxhash.xxh3_128_digest(out)
+    out = np.empty(x.shape, x.dtype)
+    o3 = out.reshape(x3.shape)
+    a, b, c = x3.shape
+    h = xxhash.xxh3_128()
+    if b * c <= CHUNK:          # whole rows of the outer axis per chunk
+        rows = max(1, CHUNK // (b * c))
+        for i0 in range(0, a, rows):
+            _copy(x3[i0:i0 + rows], o3[i0:i0 + rows])
+            h.update(o3[i0:i0 + rows])
+    else:                       # a row is too large: blocks of the middle axis
+        rows = max(1, CHUNK // c)
+        for i in range(a):
+            for j0 in range(0, b, rows):
+                _copy(x3[i:i + 1, j0:j0 + rows], o3[i:i + 1, j0:j0 + rows])
+                h.update(o3[i:i + 1, j0:j0 + rows])
+    return out, h.digest()

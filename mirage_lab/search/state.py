@@ -56,7 +56,18 @@ def order_key(inputs: Sequence[int], op_type: str) -> tuple:
         >>> order_key((6, 8), "div") > order_key((7,), "sqrt")
         True
     """
-    return (tuple(sorted(inputs, reverse=True)), TYPE_RANK[op_type])
+    # Kept per (inputs, type): the enumeration asks for the same few hundred keys about a
+    # million times in a full-shape search's first 10,000 states (RESULTS.md, "Search speed").
+    try:
+        return _ORDER_KEYS[inputs, op_type]
+    except KeyError:
+        k = _ORDER_KEYS[inputs, op_type] = (tuple(sorted(inputs, reverse=True)), TYPE_RANK[op_type])
+        return k
+    except TypeError:   # unhashable inputs (a list)
+        return (tuple(sorted(inputs, reverse=True)), TYPE_RANK[op_type])
+
+
+_ORDER_KEYS: dict[tuple, tuple] = {}
 
 
 @dataclass

@@ -47,6 +47,13 @@ def save_full(tile: np.ndarray, grid: Sequence[int], omap: Sequence[int], out_di
     return layout_copy.contiguous(v).reshape((tile.shape[0],) + tuple(out_dims))
 
 
+def save_full_digest(tile: np.ndarray, grid: Sequence[int], omap: Sequence[int],
+                     out_dims: Sequence[int]) -> tuple[np.ndarray, bytes]:
+    """:func:`save_full` and the output's digest (``layout_copy.digest``), copied and hashed in one pass."""
+    out, d = layout_copy.contiguous_digest(save_view(tile, grid, omap))
+    return out.reshape((tile.shape[0],) + tuple(out_dims)), d
+
+
 @lru_cache(maxsize=4096)
 def _save_axes(grid: tuple, omap: tuple, rank: int) -> tuple[tuple[int, ...], int]:
     """The transpose of ``[k, gx, gy, gz, *tile]`` to the output's order, and how many axes lead it.

@@ -203,3 +203,26 @@ def test_scale_takes_the_compiled_path_on_contiguous_and_transposed_arrays(monke
         np.testing.assert_array_equal(ops.scale(v, 77), REF.scale(v, 77))
     assert calls == [(8, 4096), (8, 4096)]
 
+
+
+@pytest.mark.skipif(not cpu_ops.HAVE_NUMBA, reason="numba does not import here")
+@pytest.mark.parametrize("r, inner", [(2, 1), (4, 1), (8, 1), (3, 2), (64, 2), (cpu_ops.SUM32_TERMS, 2), (5, 1)])
+@pytest.mark.parametrize("fill", ["random", "top"])
+def test_short_row_sums_read_as_wide_words(r, inner, fill, monkeypatch):
+    # rows of 2/4/8 elements and pairs of columns are summed lane by lane in wide words: exact,
+    # also with every element at the field's top (the lanes of two summed words must not carry)
+    monkeypatch.setattr(cpu_ops, "SHORT_ROWS_MIN", 1)
+    rng = np.random.default_rng(r * 10 + inner)
+    outer = 3000 if r < 100 else 3
+    x = _rand(rng, (outer, r, inner)) if fill == "random" else np.full((outer, r, inner), PQ - 1, np.uint16)
+    x[::5] = PQ - 1
+    want = REF.reduce_sum(x, 1)
+    applies = cpu_ops._sum_short_rows(x, outer, r, inner) is not None
+    assert applies == ((inner == 1 and r in (2, 4, 8)) or inner == 2)
+    np.testing.assert_array_equal(cpu_ops.SEARCH_OPS.reduce_sum(x, 1), want)
+    # the same sums through a transposed view (read in its memory order) and a misaligned start
+    np.testing.assert_array_equal(cpu_ops.SEARCH_OPS.reduce_sum(x.transpose(2, 1, 0), 1),
+                                  REF.reduce_sum(x.transpose(2, 1, 0), 1))
+    flat = np.empty(x.size + 1, np.uint16)[1:].reshape(x.shape)
+    flat[...] = x
+    np.testing.assert_array_equal(cpu_ops.SEARCH_OPS.reduce_sum(flat, 1), want)

@@ -42,6 +42,10 @@ def test_contiguous_and_digest_equal_numpy(x):
     assert got.flags.c_contiguous and got.shape == ref.shape and got.dtype == ref.dtype
     np.testing.assert_array_equal(got, ref)
     assert layout_copy.digest(x) == xxhash.xxh3_128_digest(ref)
+    out, d = layout_copy.contiguous_digest(x)    # copied and hashed in one pass: the same
+    assert out.flags.c_contiguous and out.shape == ref.shape
+    np.testing.assert_array_equal(out, ref)
+    assert d == xxhash.xxh3_128_digest(ref)
 
 
 def test_a_transposed_tile_product_at_a_realistic_size():

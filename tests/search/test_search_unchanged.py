@@ -81,14 +81,31 @@ def test_same_with_every_cpu_fast_path_forced_on(name, monkeypatch):
     # at zero every digest and saved output goes through the blocked copy, every tile product
     # through the whole-operand memo (and its derivation of coarser chunkings), every exact
     # product through the integer loop or the content memo: the search must not change.
-    from mirage_lab.search import arrays, cpu_ops, layout_copy
+    from mirage_lab.search import arrays, cpu_ops, layout_copy, lazy_digest
 
     monkeypatch.setattr(layout_copy, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(lazy_digest, "MIN_ELEMENTS", 0)    # every block tensor's digest lazy
+    monkeypatch.setattr(cpu_ops, "SHORT_ROWS_MIN", 1)      # short rows' sums read as wide words
     monkeypatch.setattr(arrays.NumpyArrays, "MEMO_MIN_DEPTH", 0)
     monkeypatch.setattr(cpu_ops.SearchFieldOps, "FEW_MIN_ELEMENTS", 0)
     monkeypatch.setattr(cpu_ops.SearchFieldOps, "MEMO_MIN_MACS", 0)
     monkeypatch.setattr(arrays, "_INSTANCES", {})          # a fresh product memo
     make, settings, (states, hashes) = EXPECTED[name]
+    res = run_search(make(), workers=1, fingerprint_backend="numpy", **settings)
+    assert sorted(c.content_hash() for c in res.candidates) == hashes
+    assert res.stats.states == states
+
+
+@pytest.mark.parametrize("sample", [1, 64])
+def test_same_with_lazy_digests_whose_samples_collide(sample, monkeypatch):
+    # Every block tensor's key holds a lazy digest hashed by a sample of `sample` elements: with
+    # one element most of a root's tensors share a hash, so dedup must tell them apart by the
+    # full digests it computes on demand, and find exactly the states and candidates as before.
+    from mirage_lab.search import lazy_digest
+
+    monkeypatch.setattr(lazy_digest, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(lazy_digest, "SAMPLE", sample)
+    make, settings, (states, hashes) = EXPECTED["rmsnorm_linear_4x64x64_customized"]
     res = run_search(make(), workers=1, fingerprint_backend="numpy", **settings)
     assert sorted(c.content_hash() for c in res.candidates) == hashes
     assert res.stats.states == states
