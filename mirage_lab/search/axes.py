@@ -106,6 +106,16 @@ def input_axis_classes(graph: KernelGraph) -> list[tuple[int, ...]]:
 _NONLINEAR = frozenset({"exp", "silu", "gelu", "relu", "sqrt", "square", "clamp", "pow", "rms_norm"})
 
 
+def _classes_and_users(graph: KernelGraph) -> tuple[_UnionFind, dict, dict[int, list]]:
+    """The axis union, its class ids, and each tensor's consumer ops (by guid)."""
+    uf = _axis_union(graph)
+    users: dict[int, list] = {}
+    for op in graph.ops:
+        for t in op.inputs:
+            users.setdefault(t.guid, []).append(op)
+    return uf, _class_ids(graph, uf), users
+
+
 def combinable_axes(graph: KernelGraph) -> frozenset[int]:
     """Logical axes (ids as :func:`input_axis_classes`) that the program sums over and whose
     sums meet no non-linear op on the way to the outputs.
@@ -115,12 +125,7 @@ def combinable_axes(graph: KernelGraph) -> frozenset[int]:
     division after it). An axis summed before a non-linearity (attention's head dim, under
     ``exp(QK)``; RMSNorm's hidden dim, under its square root) does not combine that way.
     """
-    uf = _axis_union(graph)
-    ids = _class_ids(graph, uf)
-    users: dict[int, list] = {}
-    for op in graph.ops:
-        for t in op.inputs:
-            users.setdefault(t.guid, []).append(op)
+    uf, ids, users = _classes_and_users(graph)
 
     def reaches_nonlinear(guid: int) -> bool:
         todo, seen = [guid], set()
@@ -182,12 +187,7 @@ def split_axes(graph: KernelGraph) -> frozenset[int]:
         >>> split_axes(g) == {input_axis_classes(g)[0][1]}
         True
     """
-    uf = _axis_union(graph)
-    ids = _class_ids(graph, uf)
-    users: dict[int, list] = {}
-    for op in graph.ops:
-        for t in op.inputs:
-            users.setdefault(t.guid, []).append(op)
+    uf, ids, users = _classes_and_users(graph)
     out: dict[int, bool] = {}
     for op in graph.ops:
         ax = _summed_axis(op)
