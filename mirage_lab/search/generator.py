@@ -29,21 +29,23 @@ from typing import Any, Callable, Iterator
 from ..expr import abstract_graph, for_kernel_op
 from .arrays import digest_any, get_arrays
 from .axes import (INCOHERENT, combinable_axes, input_axis_classes, op_axis_classes, program_input_sets, root_tier,
-                   split_axes, summed_axes, tensor_axis_classes)
+                   summed_axes, tensor_axis_classes)
 from .block_search import BlockSearch
+from .split_k import SplitKRules
 from .config import SearchConfig
 from .events import SearchStats
 from .prefilter import may_be_subexpression
 from .shapes import MAX_FP_ELEMENTS, numel, op_out_dims
 from .state import BINARY, TYPE_RANK, UNARY, BlockRoot, Cancelled, Hit, Node, Task, order_key
 from .target import Target
+from .task_order import alternate, interleave_tilings, tiling_of  # noqa: F401  (tiling_of: its old home)
 from .tilings import tilings
 
 __all__ = ["Generator", "Target", "Task", "BlockRoot", "Hit", "Node", "Cancelled", "order_key", "MAX_FP_ELEMENTS",
            "UNARY", "BINARY", "TYPE_RANK"]
 
 
-class Generator(BlockSearch):
+class Generator(SplitKRules, BlockSearch):
     """Runs tasks of one search. ``on_hit`` is called with each candidate as it is found."""
 
     def __init__(self, target: Target, cfg: SearchConfig, *, should_stop: Callable[[], bool] | None = None,
@@ -158,7 +160,7 @@ class Generator(BlockSearch):
         # split-K roots take turns with the one-kernel fused tilings of their tier: a search cut
         # short by ``search_seconds`` reaches both kinds (the order only; the set is the same)
         out = [t for tier in first_full[:2] for t in interleave_tilings(tier)]
-        out += _alternate(interleave_tilings(first_full[2]), interleave_tilings(first_split))
+        out += alternate(interleave_tilings(first_full[2]), interleave_tilings(first_split))
         out += [t for tiers in (first_full[3:], later_own, partial, later_other, partial_other) for tier in tiers
                 for t in interleave_tilings(tier)]
         out += kernel + incoherent
@@ -334,35 +336,6 @@ class Generator(BlockSearch):
         summed = summed_axes(graph)
         return by_expr, combinable, summed, summed
 
-    def _split_axes(self) -> frozenset[int]:
-        """:func:`.axes.split_axes` of the program when split-K is on (computed once: the hot path asks)."""
-        if getattr(self, "_split", None) is None:
-            self._split = split_axes(self.t.graph) if self.cfg.split_reduction else frozenset()
-        return self._split
-
-    def _customized_left(self, nodes: list[Node], ops: list[tuple] | None) -> int:
-        """How many more customized ops the state may add: ``max_customized_ops`` less those it
-        has, plus split-K's combine kernel once a customized op has split a :func:`.axes.split_axes`
-        axis (its partial sums must be added up by a later one)."""
-        customs = [op for op in ops or () if op[0] == "customized"]
-        left = self.cfg.max_customized_ops - len(customs)
-        if self.cfg.split_reduction and customs:
-            if self._ax is None:
-                self._ax = self._axis_info()
-            split = self._split_axes()
-            for op in customs:
-                cls = [self._ax[0].get((nodes[i].expr, nodes[i].dims)) for i in op[1]]
-                a = dict(op[2])
-                if all(c is not None for c in cls) and self._combinable_split(cls, a["grid"], a["imaps"], split):
-                    return left + 1
-        return left
-
-    def _combinable_split(self, classes: list, grid: tuple, imaps: tuple, axes: frozenset[int]) -> bool:
-        """Does the grid split ``axes`` into partial sums a combine kernel's loop can add up
-        (as many as one of :meth:`.config.SearchConfig.split_factors`)?"""
-        parts = _split_parts(classes, grid, imaps, axes)
-        return bool(parts) and parts <= set(self.cfg.split_factors())
-
     def _verify_state(self, nodes: list[Node], ops: list[tuple], record: bool = True) -> bool:
         """Compare the state's unused tensors with the target's outputs; record a match."""
         if not ops:
@@ -512,18 +485,6 @@ class Generator(BlockSearch):
                                                       split_dims):
                     yield BlockRoot(ins, grid, imaps, fmaps, fr)
 
-    def _split_dims(self, nodes: list[Node]) -> list[frozenset[int]]:
-        """Per tensor of the state, the dims on a :func:`.axes.split_axes` axis (none for a
-        tensor the program lacks: its axes are unknown)."""
-        if self._ax is None:
-            self._ax = self._axis_info()
-        axes = self._split_axes()
-        out = []
-        for n in nodes:
-            cls = self._ax[0].get((n.expr, n.dims))
-            out.append(frozenset(k for k, c in enumerate(cls) if c in axes) if cls else frozenset())
-        return out
-
     def _count_pruned(self) -> None:
         self.stats.pruned_other += 1
 
@@ -536,45 +497,3 @@ class Generator(BlockSearch):
         if b is None:
             return xp.unary(typ, a, attrs)
         return xp.binary(typ, a, b)
-
-
-def _split_parts(classes: list, grid: tuple, imaps: tuple, axes: frozenset[int]) -> set[int]:
-    """Into how many parts the grid splits ``axes`` (logical-axis ids) in the inputs it reads
-    (empty: it splits none). ``classes``: the axis ids of each input's dims, in the order of ``imaps``."""
-    return {grid[a] for c, m in zip(classes, imaps) for a in range(3) if grid[a] > 1 and m[a] >= 0 and c[m[a]] in axes}
-
-
-def _alternate(a: list, b: list) -> list:
-    """``a`` and ``b`` taking turns, the longer one's rest at the end."""
-    out = []
-    for x, y in itertools.zip_longest(a, b):
-        out += [t for t in (x, y) if t is not None]
-    return out
-
-
-def _tiling(task: Task) -> tuple | None:
-    root = task.op if task.kind == "block" else task.child
-    return (root.grid, root.frange) if isinstance(root, BlockRoot) else None
-
-
-def interleave_tilings(tasks: list[Task]) -> list[Task]:
-    """``tasks`` round robin over their customized op's (grid, loop range), each tiling's tasks in order.
-
-    A search stopped by ``search_seconds`` (the usual case at full shapes) has searched only a
-    prefix of its task list. Taken tiling by tiling, that prefix held the first grids only (the
-    most blocks, hence the narrowest tiles: 8 columns a block at LLaMA widths, each block reading
-    all of X), and the kernels found there were slower than torch. Round robin, the first tasks
-    span every grid and loop range the tier holds, so the tuner gets to time wide tiles and narrow
-    ones alike. The set of tasks is unchanged; only their order (so a complete search finds the
-    same candidates).
-    """
-    queues: dict[Any, list[Task]] = {}
-    for t in tasks:
-        queues.setdefault(_tiling(t), []).append(t)
-    if len(queues) < 2:
-        return list(tasks)
-    out: list[Task] = []
-    lists = list(queues.values())
-    for k in range(max(len(q) for q in lists)):
-        out.extend(q[k] for q in lists if k < len(q))
-    return out

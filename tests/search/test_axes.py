@@ -51,7 +51,7 @@ def test_flashdecoding_root_starts_among_the_first_tasks_at_full_shape():
 
 
 def test_tasks_of_a_tier_take_turns_over_tilings_and_keep_each_tilings_order():
-    from mirage_lab.search.generator import _tiling, interleave_tilings
+    from mirage_lab.search.task_order import interleave_tilings, tiling_of as _tiling
 
     g = ex.rms_norm_linear_program(8, 1024, 2048)   # grids of 32 to 256 blocks
     cfg = SearchConfig.from_args(None)
