@@ -265,12 +265,11 @@ class Generator(SplitKRules, BlockSearch):
         # op merges two into one; a customized op at most max_block_inputs into one.
         n_leaves = len(self._leaves(nodes, ops))
         n_out = len(self.t.output_dims)
-        customs_left = self._customized_left(nodes, ops) > 0
-        merge = max(1, self.cfg.max_block_inputs - 1) if customs_left else 1
+        custom_left = self._customized_left(nodes, ops)
+        merge = max(1, self.cfg.max_block_inputs - 1) if custom_left > 0 else 1
         if n_leaves - left * merge > n_out or n_out - n_leaves > left:
             self.stats.pruned_other += 1
             return
-        custom_left = self._customized_left(nodes, ops)
         # after a split-K kernel, its combine (a customized op) first: the order only
         combine_first = custom_left > self.cfg.max_customized_ops - sum(1 for op in ops if op[0] == "customized")
         if not combine_first:
