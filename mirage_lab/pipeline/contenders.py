@@ -180,7 +180,6 @@ class ProgramWarmup:
             xs = [torch.randn(tuple(t.dims), device=self.device).to(t.dtype.torch) for t in self.program.inputs]
             self.result = build_program_lowering(self.program, self.lowering, SimpleNamespace(inputs=xs))
         except BaseException as e:  # noqa: BLE001 - never lost: take() returns None and the tuner builds it itself
-            self.result = None
             self.error = _error(e)
 
     def take(self, lowering: str) -> tuple[ProgramResult, float] | None:

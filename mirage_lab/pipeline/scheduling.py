@@ -44,10 +44,14 @@ class Move:
     reason: str = "worker lost"
 
 
-def make_units(n_variants: int, *, size: int) -> list[Unit]:
-    """The plan's variants ``0..n_variants-1`` in plan order, cut into units of ``size`` (the last may be smaller)."""
+def _check_size(size: int) -> None:
     if size < 1:
         raise MirageLabError(f"a tuning unit holds at least one variant, got unit size {size}: pass unit_variants >= 1")
+
+
+def make_units(n_variants: int, *, size: int) -> list[Unit]:
+    """The plan's variants ``0..n_variants-1`` in plan order, cut into units of ``size`` (the last may be smaller)."""
+    _check_size(size)
     return [Unit(i // size, tuple(range(i, min(i + size, n_variants)))) for i in range(0, n_variants, size)]
 
 
@@ -57,8 +61,7 @@ def unit_size(n_variants: int, n_workers: int, *, size: int, depth: int) -> int:
     With few variants, units of ``size`` leave GPUs idle: 8 variants in units of 4 with ``depth`` 2 went
     to whichever worker asked first, and a second H200 cut a fixed-work tuning only 1.25x (2026-11-27).
     """
-    if size < 1:
-        raise MirageLabError(f"a tuning unit holds at least one variant, got unit size {size}: pass unit_variants >= 1")
+    _check_size(size)
     return max(1, min(size, -(-n_variants // max(1, n_workers * depth))))
 
 
