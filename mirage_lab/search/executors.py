@@ -7,11 +7,13 @@ be running). :func:`make_executor` picks one from the ``workers``/``executor`` a
 """
 from __future__ import annotations
 
+import gc
 import os
 import queue as queue_mod
 import sys
 import threading
 import time
+import weakref
 from concurrent.futures import Executor, ProcessPoolExecutor
 from multiprocessing.managers import SyncManager
 from typing import Any
@@ -98,6 +100,30 @@ def _parent_holds_cuda() -> bool:
     except Exception:  # a CPU build or a broken driver: no context to lose
         return False
 
+# Our earlier searches' executors, whose manager threads may still be winding down (shutdown(wait=False)).
+_EARLIER: "weakref.WeakSet[ProcessPoolExecutor]" = weakref.WeakSet()
+
+
+def before_fork(wait: float = 2.0) -> None:
+    """Make this process safe to fork search workers from: earlier pools gone, their garbage collected.
+
+    A forked child inherits every lock as it was at the fork. An earlier search's executor, left
+    to shut down in the background, is often cyclic garbage not yet collected; when the child's
+    first collection ran its weakref callback, that callback waited on the executor's
+    ``shutdown_lock``, copied while the parent's manager thread held it: the child hung for good
+    and the whole search visited 0 states (H100 host, 2026-11-28: 1 search in 3 when several ran
+    in one process, py-spy stack in RESULTS.md). So the earlier pools' manager threads get
+    ``wait`` seconds to finish (their workers stop at the cancel flag), and the garbage is
+    collected here, where the locks work, before forking.
+    """
+    deadline = time.monotonic() + wait
+    for ex in list(_EARLIER):
+        t = getattr(ex, "_executor_manager_thread", None)
+        if t is not None and t.is_alive():
+            t.join(max(0.0, deadline - time.monotonic()))
+    gc.collect()
+
+
 def _pool_worker_init(parent: int) -> None:
     """A pool worker's first call: the lifetime rules, and freed memory kept warm (allocator.py)."""
     child_init(parent)
@@ -117,10 +143,15 @@ class Pool:
         # already used the GPU (a notebook that made CUDA tensors, a second superoptimize)
         # gets spawned workers, which keep GPU fingerprints (4-5x faster searches).
         ctx = mp.get_context("fork" if sys.platform.startswith("linux") and not _parent_holds_cuda() else "spawn")
+        self._fork = ctx.get_start_method() == "fork"
+        if self._fork:
+            before_fork()   # the Manager forks below, the workers at the first submit
         # Our workers and the Manager ignore Ctrl-C and exit when this process dies (lifetime.py).
         parent = os.getpid()
         self.executor = executor or ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
                                                         initializer=_pool_worker_init, initargs=(parent,))
+        if self._own:
+            _EARLIER.add(self.executor)
         mark_multiprocessing_temp()   # before the Manager starts: a forked one puts its socket there
         self._manager = SyncManager(ctx=ctx)
         self._manager.start(child_init, (parent,))
@@ -130,6 +161,8 @@ class Pool:
         return self._manager.Queue()
 
     def submit_all(self, calls: list[tuple]) -> list[Any]:
+        if self._fork:
+            gc.collect()    # the workers fork at the first submit (before_fork)
         self._futures = [self.executor.submit(run_tasks, *args) for args in calls]
         return self._futures
 

@@ -1,0 +1,54 @@
+"""Forking search workers safely: an earlier search's executor must not reach the fork as garbage."""
+from __future__ import annotations
+
+import gc
+import sys
+import weakref
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+
+from mirage_lab.search import executors
+from mirage_lab.search.executors import Pool, before_fork
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork start method")
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def test_before_fork_collects_an_earlier_executor_left_as_cyclic_garbage():
+    # The H100 hang: a child collected this garbage and its weakref callback waited on a lock
+    # copied while held. Collected in the parent before the fork, it never reaches a child.
+    import multiprocessing as mp
+
+    ex = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
+    assert ex.submit(_square, 3).result() == 9
+    ex.shutdown(wait=False)
+    holder = {"ex": ex}
+    holder["self"] = holder          # a cycle: only the collector frees it
+    ref = weakref.ref(ex)
+    gc.disable()
+    try:
+        del ex, holder
+        assert ref() is not None     # still there: a fork now would copy it
+        before_fork()
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
+def test_a_pool_waits_for_the_earlier_pools_manager_thread():
+    first = Pool(None, 2)
+    assert first.executor.submit(_square, 4).result() == 16
+    first.shutdown()
+    second = Pool(None, 2)      # before_fork joined the first executor's manager thread
+    try:
+        t = first.executor._executor_manager_thread
+        assert t is None or not t.is_alive()
+        assert first.executor in executors._EARLIER
+        assert second.executor.submit(_square, 5).result() == 25
+    finally:
+        second.shutdown()
+        second.executor.shutdown(wait=True)
