@@ -139,8 +139,7 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
                 # compile processes warm up, and compile the candidates found, while the search runs
                 early = start_early(compile_workers, max_candidates)
                 if early is not None:
-                    run_on = early.on_candidates(run_on)
-                    early.warm_program(graph)   # torch.compile of the program, while the search runs
+                    run_on = _once_workers_run(early.on_candidates(run_on), lambda: early.warm_program(graph))
             res = run_search(graph, config, on_event=run_on, **search_settings)
             lookup.save_search(res)
         if tune is None:
@@ -188,6 +187,29 @@ def _tune(graph: KernelGraph, res: SearchResult, *, tune: bool, tune_seconds: fl
         return result_from_report(graph, res, report), picks
     v, _ = plan_variants(chosen)[0]
     return OptimizedGraph(v.graph, v.options, program=graph, search_result=res), picks
+
+
+def _once_workers_run(on_event: Callable[[Any], None], start: Callable[[], None]) -> Callable[[Any], None]:
+    """``on_event`` that calls ``start`` at the search's first progress event: its workers exist by then.
+
+    ``start`` (torch.compile of the program, in a thread) puts CUDA and a busy thread into this
+    process. Started before the search, it made the search spawn its workers instead of forking
+    them (each then imports torch and numba and recomputes the target's fingerprints) or, in a
+    race, fork while that thread held locks; the README example's search then visited no state in
+    its 30 s on a fresh H100 host (2026-11-28). The first ``Progress`` comes after the last fork.
+    """
+    from ..search import Progress
+
+    started = False
+
+    def cb(ev: Any) -> None:
+        nonlocal started
+        on_event(ev)
+        if not started and isinstance(ev, Progress):
+            started = True
+            start()
+
+    return cb
 
 
 def _stop_after(seconds: float, settings: dict[str, Any], on_event: Callable[[Any], None] | None) -> Callable[[Any], None]:

@@ -63,3 +63,37 @@ def test_a_failed_warm_up_is_built_again_by_the_tuner(builds):
     tn = _tuning(g)
     tn.race_program(["torch"], warm=w)                 # the tuner's own build, in this thread
     assert builds[-1] == ("torch", threading.current_thread().name) and tn.programs[0].ok
+
+
+def test_superoptimize_starts_the_warm_up_after_the_search_has_its_workers(monkeypatch):
+    # Started before the search, the warm-up's CUDA and thread made the search spawn its workers
+    # (or fork beside a busy thread): the README example's search then visited no state in 30 s.
+    from mirage_lab.search import Progress
+
+    order = []
+
+    class Pool:
+        def __init__(self, *a, **k):
+            pass
+
+        def on_candidates(self, on_event):
+            return on_event
+
+        def warm_program(self, program):
+            order.append("warm-up")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr("mirage_lab.pipeline.start_early", lambda workers, n: Pool())
+
+    def on_event(ev):
+        if isinstance(ev, Progress):
+            order.append("progress")
+
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    import mirage_lab.pipeline as pl
+
+    best = pl.superoptimize(g, workers=2, cache=False, progress=False, on_event=on_event, search_seconds=5)
+    assert best.graph is not None
+    assert order[:2] == ["progress", "warm-up"] and order.count("warm-up") == 1
