@@ -35,13 +35,18 @@ from .variants import Variant, lowering_variants, with_block_dim
 
 
 def gpu_available() -> bool:
-    """Whether kernels can be timed here: a CUDA device torch can see, and not the simulator."""
+    """Whether kernels can be timed here: a CUDA device torch can see, and not the simulator.
+
+    Asked before the search forks its workers, so it must not initialise CUDA in this process
+    (``torch.cuda.is_available()`` does: a forked worker then cannot use the GPU for its
+    fingerprints). ``torch.cuda.device_count()`` asks NVML first, which leaves CUDA alone.
+    """
     from ..runtime.paths import simulator_active
 
     try:
         import torch
 
-        return bool(torch.cuda.is_available()) and not simulator_active()
+        return torch.cuda.device_count() > 0 and not simulator_active()
     except Exception:  # a broken driver is the same as no GPU here
         return False
 
