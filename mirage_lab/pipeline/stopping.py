@@ -16,8 +16,10 @@ ratio of the measured groups of that kind, loosened by ``safety`` because groups
 scatter around it (FMA ratios 0.24–1.8 in one H100 run). Such a group is a possible winner
 when ``estimate(v) · ratio(k)`` is within ``safety · (1 + margin)`` of the best. Of a kind with
 nothing measured yet, the first pending variant in plan order is a possible winner (it gets
-measured, and calibrates the kind); the others wait for it, so that a pool compiling many
-variants at once does not send a whole kind before any of it is known. Without this,
+measured, and calibrates the kind); the others wait for it. Likewise a group calibrated by its
+kind lets its first pending variant through, and its others wait for that one's time. A pool
+compiling many variants at once (32 on the 16-core H100 host) would otherwise send a whole
+kind, or a group's every option set, before anything of it were known. Without this,
 every group was measured once: 24 of the 62 timings of the README example (H100, 2026-11-27)
 went on FMA groups estimated 3–100× the best measured; none came near.
 
@@ -82,16 +84,16 @@ def possible_winners(items: Sequence[Item], *, best_us: float, margin: float = S
     ``items[i] = (group, estimate_us, measured_us or None)``; ``pending``: the indices still
     to be measured, including those compiling (default: every item without a measurement).
     ``kind``: a group's kind, whose calibration (times ``safety``) rules on groups with nothing
-    timed; of a kind with nothing timed, only its first ``probes`` pending items are possible
-    winners (they calibrate it; the tuner compiles many at once, and would otherwise send the
-    whole kind before the first came back). ``kind=None``: every group with nothing timed is a
-    possible winner.
+    timed (only its first pending item, the others wait for its time); of a kind with nothing
+    timed, only its first ``probes`` pending items are possible winners (they calibrate it).
+    ``kind=None``: every item of a group with nothing timed is a possible winner.
     """
     ratios = group_ratios(items)
     kinds = kind_ratios(ratios, kind) if kind is not None else {}
     bound = best_us * (1 + margin)
     todo = [i for i, (_, _, us) in enumerate(items) if us is None] if pending is None else sorted(pending)
     probing: dict[Hashable, int] = {}   # uncalibrated kind -> its items let through so far
+    waiting: set[Hashable] = set()      # groups with nothing timed whose first pending variant is let through
     out = []
     for i in todo:
         g, est, _ = items[i]
@@ -102,7 +104,9 @@ def possible_winners(items: Sequence[Item], *, best_us: float, margin: float = S
         elif kind is None:
             out.append(i)
         elif (rk := kinds.get(kind(g))) is not None:
-            if not math.isfinite(best_us) or est * rk <= bound * safety:
+            # a group with nothing timed sends its first pending variant; the rest wait for its calibration
+            if (not math.isfinite(best_us) or est * rk <= bound * safety) and g not in waiting:
+                waiting.add(g)
                 out.append(i)
         elif probing.get(kind(g), 0) < probes:   # nothing of this kind timed: its first ``probes`` calibrate it
             probing[kind(g)] = probing.get(kind(g), 0) + 1
