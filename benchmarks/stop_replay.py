@@ -10,8 +10,10 @@ as the tuner races them first. It stops when no variant left is a possible winne
 time ceiling here. A variant the replay times that the run never timed has no known time: it
 counts as timed (``unk``) and as no result.
 
-Per record and rule (``old``: groups with nothing timed stay possible winners; ``new``: they are
-calibrated by their kind, :data:`~mirage_lab.pipeline.stopping.KIND_SAFETY`), at each compile depth
+Per record and rule (``old``: groups with nothing timed stay possible winners, and the plan's first
+``depth`` are sent before the rule applies, as ``autotune`` did; ``new``: they are calibrated by their
+kind, :data:`~mirage_lab.pipeline.stopping.KIND_SAFETY`, and the feed sends the rule's ``wait`` list
+from the start), at each compile depth
 (``d1``: one at a time; ``d32``: the 16-core H100 host's feed): variants timed, the sum of their
 stored compile seconds (a proxy for the pool's work; 0 where the record has none), ``unk``, and
 whether the best found is the record's best (within 1 %) at every depth: ``best`` counting the
@@ -93,8 +95,12 @@ def planned(rows: list[Row]) -> list[Row]:
 
 
 def replay(rec: Record, *, kind: Callable[[Hashable], Hashable] | None = lowering_kind, safety: float = KIND_SAFETY,
-           margin: float = STOP_MARGIN, depth: int = 1) -> Outcome:
-    """Walk ``rec`` in plan order with the stopping rule (``kind=None``: the rule without kind calibration)."""
+           margin: float = STOP_MARGIN, depth: int = 1, first_round: bool = False) -> Outcome:
+    """Walk ``rec`` in plan order with the stopping rule (``kind=None``: the rule without kind calibration).
+
+    ``first_round``: the first ``depth`` of the plan are sent before the rule applies (``autotune`` before
+    2026-11-28; it now sends only what the rule's ``wait`` list names, as every later top-up).
+    """
     rows = planned(rec.rows)
     measured: dict[int, float | None] = {}
     in_flight: deque[int] = deque()
@@ -103,11 +109,12 @@ def replay(rec: Record, *, kind: Callable[[Hashable], Hashable] | None = lowerin
     while len(measured) < len(rows):
         items = [(r.group, r.estimate_us, measured.get(i)) for i, r in enumerate(rows)]
         pending = [i for i in range(len(rows)) if i not in measured]
-        possible = possible_winners(items, best_us=out.best_us, margin=margin, pending=pending, kind=kind,
-                                    safety=safety)
-        if not possible:
+        rule = dict(best_us=out.best_us, margin=margin, pending=pending, kind=kind, safety=safety)
+        if not possible_winners(items, **rule):
             break
-        for i in possible:   # the compile feed: the first unsent possible winners, up to depth in flight
+        # the compile feed: the first unsent of those to send now, up to depth in flight
+        send = range(len(rows)) if first_round and not measured else possible_winners(items, wait=True, **rule)
+        for i in send:
             if len(in_flight) >= depth:
                 break
             if i not in sent:
@@ -208,7 +215,7 @@ def table(recs: list[Record], safety: float, depths: tuple[int, ...] = (1, 32)) 
         n_rows += len(rec.rows)
         cells, best, mug = [], [], []
         for d in depths:
-            o, n = replay(rec, kind=None, depth=d), replay(rec, safety=safety, depth=d)
+            o, n = replay(rec, kind=None, depth=d, first_round=True), replay(rec, safety=safety, depth=d)
             (ko, mo), (kn, mn) = kept(rec, o), kept(rec, n)
             best += [ko, kn]
             mug += [mo, mn]

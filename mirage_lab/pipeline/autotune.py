@@ -472,15 +472,16 @@ class _Tuning:
         timed = [c.median_us for c in [*self.results, *self.programs] if c.ok and c.timings]
         return min(timed, default=float("inf"))
 
-    def possible(self) -> list[int]:
-        """Unfinished variants the cost model still rates as possible winners (:mod:`.stopping`)."""
+    def possible(self, wait: bool = False) -> list[int]:
+        """Unfinished variants the cost model still rates as possible winners (:mod:`.stopping`); ``wait``:
+        only those to compile now (the first of a kind or group with nothing timed; the rest wait for it)."""
         from .stopping import possible_winners
 
         pending = [i for i in range(len(self.results)) if i not in self.finished]
         if self.stop_margin is None or self.timer is None:
             return pending
         return possible_winners(rule_items(self.results), best_us=self.best_us(), margin=self.stop_margin,
-                                pending=pending, kind=lowering_kind, safety=KIND_SAFETY)
+                                pending=pending, kind=lowering_kind, safety=KIND_SAFETY, wait=wait)
 
     def left_s(self, budget: float) -> float:
         return budget + self.excluded_s - (time.monotonic() - self.t0)
@@ -602,9 +603,12 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
                                  error_callback=lambda e, i=i: q.put((i, 0.0, f"{type(e).__name__}: {e}")))
 
             # two per worker queued or running: workers stay busy while this process checks and times,
-            # and a variant the stopping rule rules out later is never compiled
+            # and a variant the stopping rule rules out later is never compiled. Before any time is known
+            # only the first of each kind goes (the search's speculative compiles made it cheap): sending
+            # the plan's first 32 sent 8 FMA groups of the README example that the first time rules out
+            # (benchmarks/stop_replay.py: 51 variants timed against 35)
             feed = CompileFeed(submit, depth=2 * n_workers)
-            feed.top_up(range(len(results)))
+            feed.top_up(tn.possible(wait=True))
         tn.race_program(program_lowerings, warm=warm)
         while len(tn.finished) < len(results):
             possible = tn.possible()
@@ -616,7 +620,7 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
                 reason = f"tune_seconds ({tune_seconds:g} s) ran out"
                 break
             if feed is not None:
-                feed.top_up(possible)
+                feed.top_up(tn.possible(wait=True))
                 try:
                     i, secs, err = q.get(timeout=left)
                 except queue.Empty:

@@ -13,15 +13,16 @@ its microseconds are not the GPU's. So each group is calibrated by its own measu
 A group with no timed variant yet borrows the calibration of its **kind** (``kind(g)``; in
 the tuner FMA or tensor-core lowering, :func:`lowering_kind`): ``ratio(k)``, the smallest
 ratio of the measured groups of that kind, loosened by ``safety`` because groups of a kind
-scatter around it (FMA ratios 0.24–1.8 in one H100 run). Such a group is a possible winner
-when ``estimate(v) · ratio(k)`` is within ``safety · (1 + margin)`` of the best. Of a kind with
-nothing measured yet, the first pending variant in plan order is a possible winner (it gets
-measured, and calibrates the kind); the others wait for it. Likewise a group calibrated by its
-kind lets its first pending variant through, and its others wait for that one's time. A pool
-compiling many variants at once (32 on the 16-core H100 host) would otherwise send a whole
-kind, or a group's every option set, before anything of it were known. Without this,
-every group was measured once: 24 of the 62 timings of the README example (H100, 2026-11-27)
-went on FMA groups estimated 3–100× the best measured; none came near.
+scatter around it (in one H100 run: FMA 0.24–2.4, tensor cores 1.15–3.5). Such a group is a
+possible winner when ``estimate(v) · ratio(k)`` is within ``safety · (1 + margin)`` of the
+best. A kind with nothing measured yet is a possible winner. What to *send* of the possible
+winners (``wait=True``): of a kind with nothing measured, its first pending variant in plan
+order (it calibrates the kind), the others wait for it; of a group calibrated by its kind,
+its first pending variant, the others wait for that one's time. A pool compiling many
+variants at once (32 on the 16-core H100 host) would otherwise send a whole kind, or a
+group's every option set, before anything of it were known. Without this, every group was
+measured once: 24 of the 62 timings of the README example (H100, 2026-11-27) went on FMA
+groups estimated 2.6–93× the best measured; none came near.
 
 Tuning stops once no variant left (not yet compiled, checked or timed) is a possible
 winner: the best measured can then no longer change by the model's account.
@@ -51,8 +52,8 @@ STOP_MARGIN = 0.25
 # How far a group with no timed variant may beat its kind's most optimistic calibration and still
 # be timed. Chosen by benchmarks/stop_replay.py on the 53 stored H100 records (RESULTS.md, "Tuning
 # that stops sooner"): every record keeps its best from 2.0 on (two need 2.0: a first tensor-core
-# group measured 2.9x its estimate, the winning one 0.64x); 2.5 leaves 25 % over that at the same
-# cost in the README example (35 variants timed); 3.0 would time 47-61 there.
+# group measured 2.9x its estimate, the winning variant 0.64x); 2.5 leaves 25 % over that at the
+# same cost in the README example (35 variants timed); 3.0 would time 47-51 there.
 KIND_SAFETY = 2.5
 
 Item = tuple[Hashable, float, "float | None"]
@@ -78,22 +79,24 @@ def kind_ratios(ratios: dict[Hashable, float], kind: Callable[[Hashable], Hashab
 
 def possible_winners(items: Sequence[Item], *, best_us: float, margin: float = STOP_MARGIN,
                      pending: Sequence[int] | None = None, kind: Callable[[Hashable], Hashable] | None = None,
-                     safety: float = KIND_SAFETY, probes: int = 1) -> list[int]:
+                     safety: float = KIND_SAFETY, wait: bool = False, probes: int = 1) -> list[int]:
     """Indices (into ``items``, in plan order) of unmeasured items the cost model still rates as possible winners.
 
     ``items[i] = (group, estimate_us, measured_us or None)``; ``pending``: the indices still
     to be measured, including those compiling (default: every item without a measurement).
     ``kind``: a group's kind, whose calibration (times ``safety``) rules on groups with nothing
-    timed (only its first pending item, the others wait for its time); of a kind with nothing
-    timed, only its first ``probes`` pending items are possible winners (they calibrate it).
-    ``kind=None``: every item of a group with nothing timed is a possible winner.
+    timed; ``None``: every item of a group with nothing timed is a possible winner.
+
+    ``wait``: only those to send now. Of a kind with nothing timed, its first ``probes`` pending
+    items (they calibrate it); of a group calibrated by its kind, its first pending item (the
+    others wait for its time). The rest can still win, and are sent once these come back.
     """
     ratios = group_ratios(items)
     kinds = kind_ratios(ratios, kind) if kind is not None else {}
     bound = best_us * (1 + margin)
     todo = [i for i, (_, _, us) in enumerate(items) if us is None] if pending is None else sorted(pending)
     probing: dict[Hashable, int] = {}   # uncalibrated kind -> its items let through so far
-    waiting: set[Hashable] = set()      # groups with nothing timed whose first pending variant is let through
+    first: set[Hashable] = set()        # groups calibrated by their kind whose first pending item is let through
     out = []
     for i in todo:
         g, est, _ = items[i]
@@ -104,11 +107,10 @@ def possible_winners(items: Sequence[Item], *, best_us: float, margin: float = S
         elif kind is None:
             out.append(i)
         elif (rk := kinds.get(kind(g))) is not None:
-            # a group with nothing timed sends its first pending variant; the rest wait for its calibration
-            if (not math.isfinite(best_us) or est * rk <= bound * safety) and g not in waiting:
-                waiting.add(g)
+            if (not math.isfinite(best_us) or est * rk <= bound * safety) and not (wait and g in first):
+                first.add(g)
                 out.append(i)
-        elif probing.get(kind(g), 0) < probes:   # nothing of this kind timed: its first ``probes`` calibrate it
+        elif not wait or probing.get(kind(g), 0) < probes:
             probing[kind(g)] = probing.get(kind(g), 0) + 1
             out.append(i)
     return out

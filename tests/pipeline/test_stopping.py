@@ -31,15 +31,19 @@ def test_the_kinds_most_optimistic_group_calibrates_it():
     assert possible_winners(items, best_us=9.0, margin=0.25, kind=KIND, safety=2.0) == [2]
 
 
-def test_a_kind_with_nothing_timed_stays_a_possible_winner_through_its_first_pending_variant():
-    # mma measured fast; nothing fma timed: fma's first pending variant (plan order) is measured, the others wait
+def test_a_kind_with_nothing_timed_stays_a_possible_winner_and_sends_its_first_pending_variant():
+    # mma measured fast; nothing fma timed: every fma variant can still win, the first (plan order) is sent
     items = [("m1", 8.0, 10.0), ("f1", 500.0, None), ("f2", 900.0, None), ("f1", 600.0, None)]
-    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND) == [1]
-    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND, probes=2) == [1, 2]
+    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND) == [1, 2, 3]
+    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND, wait=True) == [1]
+    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND, wait=True, probes=2) == [1, 2]
     # still compiling (pending), the probe keeps its place: nothing else of fma is sent meanwhile
-    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND, pending=[1, 2, 3]) == [1]
+    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND, wait=True, pending=[1, 2, 3]) == [1]
     # once it failed (no longer pending, no time), the next one of the kind probes
-    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND, pending=[2, 3]) == [2]
+    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND, wait=True, pending=[2, 3]) == [2]
+    # once it is timed (far off), the kind's calibration rules out the others: 900 * 1.2 > 10 * 1.25 * 2.5
+    items[1] = ("f1", 500.0, 600.0)
+    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND, safety=2.5) == []
 
 
 def test_a_group_measured_itself_is_judged_by_its_own_calibration_not_its_kinds():
@@ -48,14 +52,17 @@ def test_a_group_measured_itself_is_judged_by_its_own_calibration_not_its_kinds(
     assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND, safety=100.0) == [3]
 
 
-def test_nothing_measured_yet_keeps_every_probe():
+def test_nothing_measured_yet_keeps_everything_and_sends_one_probe_per_kind():
     items = [("m1", 8.0, None), ("m2", 9.0, None), ("f1", 20.0, None)]
-    assert possible_winners(items, best_us=math.inf, margin=0.25, kind=KIND) == [0, 2]
+    assert possible_winners(items, best_us=math.inf, margin=0.25, kind=KIND) == [0, 1, 2]
+    assert possible_winners(items, best_us=math.inf, margin=0.25, kind=KIND, wait=True) == [0, 2]
 
 
 def test_a_group_calibrated_by_its_kind_sends_its_first_pending_variant_the_rest_wait_for_its_time():
     items = [("m1", 8.0, 10.0), ("m2", 9.0, None), ("m2", 9.5, None), ("m2", 30.0, None)]
-    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND) == [1]
+    # by the kind's calibration (ratio 1.25, bound 10 * 1.25 * 2.5 = 31.25): 9 and 9.5 can win, 30 (37.5) not
+    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND, safety=2.5) == [1, 2]
+    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND, safety=2.5, wait=True) == [1]
     # once m2's first is timed, its own calibration rules on the others: 9.5 * 1.2 = 11.4 in, 30 * 1.2 = 36 out
     items[1] = ("m2", 9.0, 10.8)
-    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND) == [2]
+    assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND, safety=2.5, wait=True) == [2]
