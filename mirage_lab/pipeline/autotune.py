@@ -32,7 +32,7 @@ import os
 import queue
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
@@ -43,9 +43,10 @@ from .cost_model import Estimate, estimate
 from .library import library_title
 from .measured import Measured
 from .inputs import MeasuringInputs, measuring_inputs
-from .stopping import STOP_MARGIN
+from .stopping import KIND_SAFETY, STOP_MARGIN, lowering_kind, rule_items, variant_group
 from .variants import Variant, lowering_variants
 
+T = TypeVar("T")
 TOLERANCE = 2e-3  # relative error against float64 that a half-precision candidate must meet at least
 # ... or, where the program's own torch ops are less accurate in its dtype (bfloat16 keeps 8 bits: its
 # matmuls land near 2e-3 to 2e-2 against float64), this many times their error on the same inputs
@@ -317,14 +318,29 @@ def _faster(name: str, theirs: float | None, ours: float) -> str:
 
 
 # ----------------------------------------------------------------------------- ordering
-def plan_variants(candidates: Sequence[KernelGraph], *, max_variants: int | None = None) -> list[tuple[Variant, Estimate]]:
-    """All variants of all candidates with estimates, in the order a time budget spends on them.
+def plan_order(per: Sequence[Sequence[T]], estimate_us: Callable[[T], float], group: Callable[[T], Any]) -> list[T]:
+    """The order a time budget spends on variants: ``per`` holds each candidate's, sorted by estimate.
 
-    Each candidate's best first; then the best of each of its (FMA or tensor cores, block size)
-    groups, a hedge where the estimate errs (with the model of 2026-11-22, whose rank correlation was
-    about 0, a 45 s budget missed GQA decode's fastest lowering, a 256-thread FMA one); then the
-    rest, by estimate.
+    Each candidate's best first; then the best of each of the other groups (``group``: candidate,
+    FMA or tensor cores, block size), a hedge where the estimate errs (with the model of 2026-11-22,
+    whose rank correlation was about 0, a 45 s budget missed GQA decode's fastest lowering, a
+    256-thread FMA one); then the rest, all by estimate. Groups of one kind thus come in the order of
+    their estimates, and the first of a kind measured calibrates the others (:mod:`.stopping`).
     """
+    firsts = sorted((s[0] for s in per if s), key=estimate_us)
+    groups: dict[Any, T] = {}
+    for s in per:
+        for p in s:
+            groups.setdefault(group(p), p)
+    first_ids = {id(p) for p in firsts}
+    seconds = sorted((p for p in groups.values() if id(p) not in first_ids), key=estimate_us)
+    taken = first_ids | {id(p) for p in seconds}
+    rest = sorted((p for s in per for p in s[1:] if id(p) not in taken), key=estimate_us)
+    return firsts + seconds + rest
+
+
+def plan_variants(candidates: Sequence[KernelGraph], *, max_variants: int | None = None) -> list[tuple[Variant, Estimate]]:
+    """All variants of all candidates with estimates, in the order a time budget spends on them (:func:`plan_order`)."""
     per: list[list[tuple[Variant, Estimate]]] = []
     for i, g in enumerate(candidates):
         try:
@@ -335,16 +351,7 @@ def plan_variants(candidates: Sequence[KernelGraph], *, max_variants: int | None
         for v, e in scored:
             v.estimate_us = e.us
         per.append(scored)
-    firsts = sorted((s[0] for s in per if s), key=lambda p: p[1].us)
-    groups: dict[tuple, tuple[Variant, Estimate]] = {}
-    for s in per:
-        for p in s:
-            groups.setdefault((p[0].candidate, p[0].options.mma, p[0].threads), p)
-    first_ids = {id(p[0]) for p in firsts}
-    seconds = sorted((p for p in groups.values() if id(p[0]) not in first_ids), key=lambda p: p[1].us)
-    taken = first_ids | {id(p[0]) for p in seconds}
-    rest = sorted((p for s in per for p in s[1:] if id(p[0]) not in taken), key=lambda p: p[1].us)
-    out = firsts + seconds + rest
+    out = plan_order(per, lambda p: p[1].us, lambda p: variant_group(p[0]))
     return out[:max_variants] if max_variants else out
 
 
@@ -465,16 +472,16 @@ class _Tuning:
         timed = [c.median_us for c in [*self.results, *self.programs] if c.ok and c.timings]
         return min(timed, default=float("inf"))
 
-    def possible(self) -> list[int]:
-        """Unfinished variants the cost model still rates as possible winners (:mod:`.stopping`)."""
+    def possible(self, wait: bool = False) -> list[int]:
+        """Unfinished variants the cost model still rates as possible winners (:mod:`.stopping`); ``wait``:
+        only those to compile now (the first of a kind or group with nothing timed; the rest wait for it)."""
         from .stopping import possible_winners
 
         pending = [i for i in range(len(self.results)) if i not in self.finished]
         if self.stop_margin is None or self.timer is None:
             return pending
-        items = [((r.variant.candidate, r.variant.options.mma, r.variant.threads), r.estimate.us,
-                  r.median_us if r.ok and r.timings else None) for r in self.results]
-        return possible_winners(items, best_us=self.best_us(), margin=self.stop_margin, pending=pending)
+        return possible_winners(rule_items(self.results), best_us=self.best_us(), margin=self.stop_margin,
+                                pending=pending, kind=lowering_kind, safety=KIND_SAFETY, wait=wait)
 
     def left_s(self, budget: float) -> float:
         return budget + self.excluded_s - (time.monotonic() - self.t0)
@@ -483,7 +490,7 @@ class _Tuning:
         best = self.best_us()
         return (f"the best measured ({best:.2f} µs) can no longer change: none of the {len(self.results) - len(self.finished)} "
                 f"variants left is rated a possible winner (calibrated estimate within {1 + (self.stop_margin or 0):.2f}× "
-                "of the best)")
+                f"of the best; {KIND_SAFETY:g}× that for a group calibrated by its kind)")
 
     # -------------------------------------------------------------- torch eager and the baseline rows
     def baselines(self, which: str | bool, final_repeats: int) -> tuple[Any, dict[str, Any]]:
@@ -596,9 +603,12 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
                                  error_callback=lambda e, i=i: q.put((i, 0.0, f"{type(e).__name__}: {e}")))
 
             # two per worker queued or running: workers stay busy while this process checks and times,
-            # and a variant the stopping rule rules out later is never compiled
+            # and a variant the stopping rule rules out later is never compiled. Before any time is known
+            # only the first of each kind goes (the search's speculative compiles made it cheap): sending
+            # the plan's first 32 sent 8 FMA groups of the README example that the first time rules out
+            # (benchmarks/stop_replay.py: 51 variants timed against 35)
             feed = CompileFeed(submit, depth=2 * n_workers)
-            feed.top_up(range(len(results)))
+            feed.top_up(tn.possible(wait=True))
         tn.race_program(program_lowerings, warm=warm)
         while len(tn.finished) < len(results):
             possible = tn.possible()
@@ -610,7 +620,7 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
                 reason = f"tune_seconds ({tune_seconds:g} s) ran out"
                 break
             if feed is not None:
-                feed.top_up(possible)
+                feed.top_up(tn.possible(wait=True))
                 try:
                     i, secs, err = q.get(timeout=left)
                 except queue.Empty:

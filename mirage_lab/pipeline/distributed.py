@@ -399,15 +399,14 @@ def still_possible(results: Sequence[VariantResult], program_us: float, stop_mar
     The same rule as the one-process autotuner, over every worker's results: ``program_us`` is the
     fastest program lowering measured; ``stop_margin=None`` keeps every untried variant.
     """
-    from .stopping import possible_winners
+    from .stopping import KIND_SAFETY, lowering_kind, possible_winners, rule_items
 
     pending = [i for i, r in enumerate(results) if r.compile_s is None]
     if stop_margin is None:
         return set(pending)
     best = min([r.median_us for r in results if r.ok and r.timings] + [program_us])
-    items = [((r.variant.candidate, r.variant.options.mma, r.variant.threads), r.estimate.us,
-              r.median_us if r.ok and r.timings else None) for r in results]
-    return set(possible_winners(items, best_us=best, margin=stop_margin, pending=pending))
+    return set(possible_winners(rule_items(results), best_us=best, margin=stop_margin, pending=pending,
+                                kind=lowering_kind, safety=KIND_SAFETY))
 
 
 def first_correct_settled(results: Sequence[VariantResult]) -> bool:
