@@ -24,6 +24,7 @@ from .autotune import (ProgramDone, TuneFinished, TuneReport, TuneStarted, Varia
                        plan_variants)
 from .cache import CacheHit, CacheWarning, Lookup
 from .compile_pool import CompilePool, start_early
+from .search_stop import Plateau
 from .contenders import CudaGraphTimer, ProgramResult, Timer
 from .cost_model import Estimate, estimate
 from .inputs import MeasuringInputs, measuring_inputs
@@ -139,13 +140,17 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
                         say=print if progress else None, on_event=on_event)
         res = lookup.search()
         if res is None:
-            run_on = _stop_after(search_seconds, search_settings, on_event) if search_seconds is not None else on_event
+            plateau = Plateau() if search_seconds is not None else None
+            run_on = _stop_after(search_seconds, search_settings, on_event, plateau) if search_seconds is not None \
+                else on_event
             if tune is not False and cluster is None:
                 # compile processes warm up, and compile the candidates found, while the search runs
                 early = start_early(compile_workers, max_candidates)
                 if early is not None:
                     run_on = _once_workers_run(early.on_candidates(run_on), lambda: early.warm_program(graph))
             res = run_search(graph, config, on_event=run_on, **search_settings)
+            if plateau is not None and plateau.stopped is not None:
+                res.stop_reason = plateau.stopped
             lookup.save_search(res)
         if tune is None:
             tune = gpu_available() or cluster is not None
@@ -217,11 +222,13 @@ def _once_workers_run(on_event: Callable[[Any], None], start: Callable[[], None]
     return cb
 
 
-def _stop_after(seconds: float, settings: dict[str, Any], on_event: Callable[[Any], None] | None) -> Callable[[Any], None]:
-    """An event callback that cancels the search once ``seconds`` have passed (events arrive ~4 per second)."""
+def _stop_after(seconds: float, settings: dict[str, Any], on_event: Callable[[Any], None] | None,
+                plateau: Plateau | None = None) -> Callable[[Any], None]:
+    """An event callback that cancels the search once ``seconds`` have passed (events arrive ~4 per second),
+    or sooner once ``plateau`` says the cost model's best candidate has stopped improving (:mod:`.search_stop`)."""
     import time
 
-    from ..search import CancelToken
+    from ..search import CancelToken, CandidateFound, Progress
 
     token = settings.setdefault("cancel", CancelToken())
     t0 = time.monotonic()
@@ -229,10 +236,27 @@ def _stop_after(seconds: float, settings: dict[str, Any], on_event: Callable[[An
     def cb(ev: Any) -> None:
         if on_event is not None:
             on_event(ev)
-        if time.monotonic() - t0 > seconds and not token.is_set():
+        now = time.monotonic() - t0
+        if plateau is not None:
+            if isinstance(ev, Progress):
+                plateau.progress(now, ev.stats.states)
+            elif isinstance(ev, CandidateFound):
+                plateau.candidate(now, _best_estimate(ev.graph, ev.index))
+            if not token.is_set() and plateau.should_stop(now):
+                plateau.stopped = plateau.reason(now)
+                token.cancel()
+        if now > seconds and not token.is_set():
             token.cancel()
 
     return cb
+
+
+def _best_estimate(g: KernelGraph, index: int) -> float:
+    """The cost model's best lowering of a candidate, µs (inf where it cannot lower it)."""
+    try:
+        return min(estimate(v.graph, v.options).us for v in lowering_variants(g, candidate=index))
+    except (MirageLabError, ValueError):
+        return float("inf")
 
 
 def _call(graph: KernelGraph, inputs: Sequence[Any] | None = None, /, **kw: Any) -> list[Any]:

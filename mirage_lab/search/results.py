@@ -39,6 +39,7 @@ class SearchResult:
     # mirage_lab.runtime.LatencyRow records, when something timed the candidates (the pipeline,
     # the explorer); the search itself times nothing, and this layer cannot name the type
     measurements: list[Any] = field(default_factory=list)
+    stop_reason: str | None = None   # why a time-bounded search stopped before its ceiling (superoptimize)
 
     def ranked(self) -> list[KernelGraph]:
         """Candidates by static cost: fewer kernels, then fewer bytes moved."""
