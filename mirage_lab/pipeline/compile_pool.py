@@ -26,8 +26,29 @@ from ..ir.kernel_graph import KernelGraph
 SPECULATIVE_VARIANTS = 2   # per candidate: the cost model's best, and the best of the other kind (FMA / tensor cores)
 
 
+# Compile processes run at this lower priority: started with the search, their warm-up (torch, numba's
+# CUDA target: seconds of CPU each, 16 at once on the H100 host) and speculative compiles took the
+# cores the search's workers were starting on; a search under superoptimize visited 1,000-3,500 states
+# in its first 15-20 s against 25,000-34,000 in 20-23 s alone (2026-11-28, RESULTS.md). Niced, they fill
+# idle cores; after the search they have the CPU to themselves, and the tuner's timing process keeps its own.
+COMPILE_NICE = 10
+
+
+def lower_priority(nice: int = COMPILE_NICE, *, thread: bool = False) -> None:
+    """Run this process (or, with ``thread``, this thread and what it starts) ``nice`` steps lower; best effort."""
+    try:
+        if thread:   # Linux: a thread is a task of its own, and processes it starts inherit its niceness
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
+        else:
+            os.nice(nice)
+    except (AttributeError, OSError):   # no priorities here (or not allowed): run as before
+        pass
+
+
 def _warm() -> None:
     """Pool initializer: import the runtime and initialise numba's CUDA target before any job arrives."""
+    lower_priority()
     try:
         from numba import cuda
 

@@ -174,6 +174,9 @@ class ProgramWarmup:
     def _build(self) -> None:
         from types import SimpleNamespace
 
+        from .compile_pool import lower_priority
+
+        lower_priority(thread=True)   # behind the search's workers, as the compile processes (inductor's too)
         try:
             import torch
 

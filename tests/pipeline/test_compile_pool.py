@@ -1,12 +1,13 @@
 """The compile pool superoptimize starts with its search: warm processes, bounded speculative compiles."""
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
 from mirage_lab import examples as ex
-from mirage_lab.pipeline.compile_pool import SPECULATIVE_VARIANTS, CompilePool, start_early
+from mirage_lab.pipeline.compile_pool import COMPILE_NICE, SPECULATIVE_VARIANTS, CompilePool, start_early
 from mirage_lab.search.events import CandidateFound
 
 
@@ -34,6 +35,9 @@ def test_speculation_compiles_a_found_candidate_and_stays_within_its_bounds(tmp_
         assert pool.speculate(fused) == SPECULATIVE_VARIANTS
         _wait(pool, SPECULATIVE_VARIANTS)            # keys repeat: the same variants, now from numba's disk cache
         assert pool.speculate(fused) == 0            # max_candidates reached
+        if hasattr(os, "getpriority"):               # its processes run behind the search's workers
+            me = os.getpriority(os.PRIO_PROCESS, 0)
+            assert pool.pool.apply(os.getpriority, (os.PRIO_PROCESS, 0)) == min(19, me + COMPILE_NICE)
     pool.close()                                     # closing twice is harmless
     assert pool.speculate(fused) == 0
 

@@ -1,4 +1,5 @@
 """torch.compile of the program is built while the search runs, and the tuner takes it instead of compiling again."""
+import os
 import threading
 import time
 
@@ -97,3 +98,26 @@ def test_superoptimize_starts_the_warm_up_after_the_search_has_its_workers(monke
     best = pl.superoptimize(g, workers=2, cache=False, progress=False, on_event=on_event, search_seconds=5)
     assert best.graph is not None
     assert order[:2] == ["progress", "warm-up"] and order.count("warm-up") == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="process priorities")
+def test_the_warm_up_thread_and_compile_processes_run_behind_the_search(builds):
+    from mirage_lab.pipeline.compile_pool import COMPILE_NICE, lower_priority
+
+    seen = []
+    real = contenders.build_program_lowering
+
+    def build(program, lowering, mi, fail=False):
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return real(program, lowering, mi)
+
+    contenders.build_program_lowering = build
+    try:
+        w = ProgramWarmup(ex.rms_norm_linear_program(4, 64, 64), "torch", device="cpu")
+        assert w.take("torch") is not None
+    finally:
+        contenders.build_program_lowering = real
+    me = os.getpriority(os.PRIO_PROCESS, 0)
+    assert seen == [min(19, me + COMPILE_NICE)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == me    # this thread untouched
+    lower_priority(nice=0)    # best effort and harmless
