@@ -423,29 +423,51 @@ class _Tuning:
         self.finished: set[int] = set()
         self.programs: list[Any] = []
         self.excluded_s = 0.0   # torch.compile's own compile: run while the pool compiles, outside the budget
+        self._to_race: list[str] = []   # the program's lowerings not raced yet (race_program, race_ready)
+        self._warm: Any = None
 
     # -------------------------------------------------------------- the program's own lowerings
-    def race_program(self, lowerings: Sequence[str], warm: Any = None) -> None:
+    def race_program(self, lowerings: Sequence[str], warm: Any = None, block: bool = True) -> None:
         """Build, check and time the program's own lowerings. ``warm``: a :class:`~.contenders.ProgramWarmup`
-        started with the search, whose lowering is taken instead of built here (only the wait is excluded)."""
-        from .contenders import build_program_lowering, check_program, program_lowerings_for, time_program
+        started with the search, whose lowering is taken instead of built here (only the wait is excluded).
+        Without ``block``, a warm lowering still building is left for :meth:`race_ready` (the variants are
+        timed meanwhile: waiting for it first put 7-11 s before the first variant's time on the H200)."""
+        from .contenders import program_lowerings_for
 
-        for name in program_lowerings_for(self.program, lowerings, self.timer is not None):
-            pre = warm.take(name) if warm is not None else None
-            if pre is not None:
-                p, waited = pre
-                self.excluded_s += waited
-            else:
-                p = build_program_lowering(self.program, name, self.mi)
-                if name == "torch.compile" and p.compile_s:
-                    self.excluded_s += p.compile_s
-            if p.error is None:  # the program defines correct: its plain ops need only be finite
-                tol = float("inf") if name in ("torch", "program") else self.tolerance()
-                check_program(p, self.mi, tol)
-            if p.error is None and self.timer is not None:
-                time_program(p, self.timer, self.mi, self.repeats)
-            self.programs.append(p)
-            self.emit(ProgramDone(p, time.monotonic() - self.t0))
+        self._to_race = list(program_lowerings_for(self.program, lowerings, self.timer is not None))
+        self._warm = warm
+        self.race_ready(block)
+
+    def racing(self) -> bool:
+        """Some of the program's own lowerings are not raced yet (a warm-up still building)."""
+        return bool(self._to_race)
+
+    def race_ready(self, block: bool = True) -> None:
+        """Race the program's lowerings not raced yet; without ``block``, skip a warm-up that is still building."""
+        for name in list(self._to_race):
+            if not block and self._warm is not None and self._warm.lowering == name and not self._warm.ready():
+                continue
+            self._to_race.remove(name)
+            self._race_one(name, self._warm)
+
+    def _race_one(self, name: str, warm: Any) -> None:
+        from .contenders import build_program_lowering, check_program, time_program
+
+        pre = warm.take(name) if warm is not None else None
+        if pre is not None:
+            p, waited = pre
+            self.excluded_s += waited
+        else:
+            p = build_program_lowering(self.program, name, self.mi)
+            if name == "torch.compile" and p.compile_s:
+                self.excluded_s += p.compile_s
+        if p.error is None:  # the program defines correct: its plain ops need only be finite
+            tol = float("inf") if name in ("torch", "program") else self.tolerance()
+            check_program(p, self.mi, tol)
+        if p.error is None and self.timer is not None:
+            time_program(p, self.timer, self.mi, self.repeats)
+        self.programs.append(p)
+        self.emit(ProgramDone(p, time.monotonic() - self.t0))
 
     def tolerance(self) -> float:
         """The relative error a contender may have: :data:`TOLERANCE`, or :data:`PROGRAM_ERROR_FACTOR` times
@@ -609,10 +631,16 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
             # (benchmarks/stop_replay.py: 51 variants timed against 35)
             feed = CompileFeed(submit, depth=2 * n_workers)
             feed.top_up(tn.possible(wait=True))
-        tn.race_program(program_lowerings, warm=warm)
+        # torch.compile still building (its warm-up started with the search) is raced when it is ready,
+        # between variants, not before the first of them
+        tn.race_program(program_lowerings, warm=warm, block=feed is None)
         while len(tn.finished) < len(results):
+            tn.race_ready(block=False)
             possible = tn.possible()
             if not possible:
+                if tn.racing():   # the program's own lowering may change the best: wait for it
+                    tn.race_ready()
+                    continue
                 reason = tn.stop_reason_now()
                 break
             left = tn.left_s(tune_seconds)
@@ -621,9 +649,11 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
                 break
             if feed is not None:
                 feed.top_up(tn.possible(wait=True))
-                try:
-                    i, secs, err = q.get(timeout=left)
+                try:   # while a warm-up builds, look up now and then to race it
+                    i, secs, err = q.get(timeout=min(left, 0.5) if tn.racing() else left)
                 except queue.Empty:
+                    if tn.racing() and tn.left_s(tune_seconds) > 0:
+                        continue
                     reason = f"tune_seconds ({tune_seconds:g} s) ran out"
                     break
                 feed.landed(i)
@@ -634,6 +664,7 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
             if timer is None and results[possible[0]].ok:
                 reason = "not timed (CUDA simulator): the first correct variant in cost-model order"
                 break
+        tn.race_ready()   # every lowering of the program is raced, whatever ended the loop
     finally:
         if pool is not None and owned:
             pool.terminate()  # compiles still running when tuning stops are dropped

@@ -185,6 +185,10 @@ class ProgramWarmup:
         except BaseException as e:  # noqa: BLE001 - never lost: take() returns None and the tuner builds it itself
             self.error = _error(e)
 
+    def ready(self) -> bool:
+        """The build has ended (built or failed): :meth:`take` will not wait."""
+        return not self._thread.is_alive()
+
     def take(self, lowering: str) -> tuple[ProgramResult, float] | None:
         """The built lowering and the seconds waited for it; ``None`` for another lowering or a failed warm-up."""
         if lowering != self.lowering:

@@ -57,6 +57,24 @@ def test_the_tuner_races_the_warm_lowering_and_excludes_only_the_wait(builds):
     assert tn.excluded_s < 0.2                         # the build's 0.3 s overlapped the search: not excluded again
 
 
+def test_a_warm_up_still_building_is_raced_between_variants_not_before_them(builds):
+    # Waiting for torch.compile before timing any variant put 7-11 s before the first variant's time (H200).
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    w = ProgramWarmup(g, "torch", device="cpu")        # a 0.3 s build, just started
+    tn = _tuning(g)
+    tn.race_program(["torch"], warm=w, block=False)
+    assert tn.racing() and tn.programs == []           # not waited for: the variants go first
+    tn.race_ready(block=False)
+    assert tn.racing() or w.ready()
+    w._thread.join()
+    tn.race_ready(block=False)                         # ready now: raced at the next look
+    assert not tn.racing() and tn.programs[0].ok and tn.excluded_s < 0.1
+    tn2 = _tuning(g)
+    tn2.race_program(["torch"], warm=ProgramWarmup(g, "torch", device="cpu"), block=False)
+    tn2.race_ready()                                   # the loop's end: waits for it, the wait excluded
+    assert not tn2.racing() and tn2.programs[0].ok and tn2.excluded_s > 0.1
+
+
 def test_a_failed_warm_up_is_built_again_by_the_tuner(builds):
     g = ex.rms_norm_linear_program(4, 64, 64)
     w = ProgramWarmup(g, "broken", device="cpu")
