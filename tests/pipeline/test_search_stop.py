@@ -23,7 +23,7 @@ def test_the_quiet_spell_grows_with_the_time_the_best_took_to_appear():
 
 
 def test_a_small_improvement_does_not_restart_the_spell_but_a_large_one_does():
-    p = Plateau(min_quiet_s=5, quiet_ratio=0.0, significant=0.02)
+    p = Plateau(min_quiet_s=5, quiet_ratio=0.0, significant=0.02)   # 1 % below it, 19 % above
     p.progress(0.0, states=1)
     p.candidate(1.0, 100.0)
     p.candidate(4.0, 99.0)                    # 1 %: noise of the model, not news
