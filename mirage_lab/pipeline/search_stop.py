@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 MIN_QUIET_S = 5.0      # never stop sooner than this after the last improvement
 QUIET_RATIO = 0.5      # ... nor sooner than this fraction of the time the best took to appear
 # An improvement smaller than this does not restart the quiet spell: the estimates rank lowerings with
-# Spearman's rho ~0.85 (RESULTS.md), so a few percent is noise; at 2 % the README example's search (19
-# candidates) kept finding "better" estimates until its ceiling, and the winner was its first-found one.
-# On the stored timelines every improvement that led to the final best was >= 5.6 %.
+# Spearman's rho ~0.85 (RESULTS.md), so a step of a few percent is noise; on the stored H100 timelines
+# every step that led to a search's final best was >= 5.6 %.
 SIGNIFICANT = 0.05
 
 
