@@ -29,7 +29,7 @@ import mirage_lab as mi  # noqa: E402
 from mirage_lab import examples as ex  # noqa: E402
 from mirage_lab.pipeline import TuneFinished, TuneStarted, VariantDone, measuring_inputs  # noqa: E402
 from mirage_lab.runtime import profile as prof  # noqa: E402
-from mirage_lab.search import Finished  # noqa: E402
+from mirage_lab.search import CandidateFound, Finished, Progress  # noqa: E402
 
 from call_path_bench import host_us, wall_sync_us  # noqa: E402  (this folder: one way to time a call)
 
@@ -119,11 +119,18 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
     make, config, default_search_s = PROGRAMS[name]
     program = make()
     marks: dict[str, float] = {}
+    found: list[tuple[float, int, int]] = []   # (seconds, candidate index, states so far): when the search found what
     t0 = time.perf_counter()
 
     def on_event(ev) -> None:
         now = time.perf_counter() - t0
-        if isinstance(ev, Finished):
+        if isinstance(ev, Progress):
+            marks["states"] = ev.stats.states
+            if ev.stats.states and "first_state_s" not in marks:
+                marks["first_state_s"] = now
+        elif isinstance(ev, CandidateFound):
+            found.append((round(now, 2), ev.index, int(marks.get("states", 0))))
+        elif isinstance(ev, Finished):
             marks["search_s"] = now
             log(f"  search done at {now:.1f}s: {ev.stats.candidates} candidates, {ev.stats.states} states")
         elif isinstance(ev, TuneStarted):
@@ -187,6 +194,8 @@ def run(name: str, tune_seconds: float, search_seconds: float | None, log) -> di
         "variants_failed": sum(1 for r in rep.results if r.error), "input_policy": rep.input_policy,
         "chosen": rep.best.variant.tag if rep.best else None, "tuned_us": rep.best.median_us if rep.best else None,
         "returned": best.winner, "stop_reason": rep.stop_reason,
+        "search_stop_reason": best.search_result.stop_reason if best.search_result else None,
+        "first_state_s": marks.get("first_state_s"), "candidates_found": found,
         "programs": [p.row() for p in getattr(rep, "programs", [])],
         "rel_err": rel, "call_us": call_dev.median_us, "graph_us": graph_dev.median_us, "wall_sync_us": wall,
         "call_unrotated_us": warm_dev.median_us, "wall_sync_rotated_us": wall_rot,
