@@ -21,7 +21,11 @@ cd "$ROOT"
 VENV="${MIRAGE_LAB_VENV:-$ROOT/.venv}"
 PY="$VENV/bin/python"
 TORCH_PIN="torch==2.13.0"
-PYTEST_TIMEOUT="${MIRAGE_LAB_TEST_TIMEOUT:-600}"   # seconds per test; the whole suite stays well under 15 min
+PYTEST_TIMEOUT="${MIRAGE_LAB_TEST_TIMEOUT:-600}"   # seconds per test
+# pytest-xdist workers: CI's box has 2 cores. Tests that share a costly fixture (a simulator run, a
+# JupyterLab server) stay on one worker (tests/conftest.py groups them; --dist loadgroup honours that).
+# MIRAGE_LAB_TEST_WORKERS=0 runs the suite in this one process.
+PYTEST_WORKERS="${MIRAGE_LAB_TEST_WORKERS:-2}"
 
 say() { printf '[dev.sh] %s\n' "$*"; }
 die() { printf '[dev.sh] error: %s\n' "$*" >&2; exit 1; }
@@ -180,8 +184,12 @@ cmd_test() {
   fi
   local nb=()
   if compgen -G "notebooks/*.ipynb" >/dev/null; then nb=(--nbmake notebooks/); fi
-  say "pytest tests/ ${nb[*]} (timeout ${PYTEST_TIMEOUT}s per test)"
-  "$PY" -m pytest -p no:cacheprovider --timeout="$PYTEST_TIMEOUT" tests/ "${nb[@]}" "$@" || rc_py=$?
+  local par=()
+  [ "$PYTEST_WORKERS" = 0 ] || par=(-n "$PYTEST_WORKERS" --dist loadgroup)
+  say "pytest tests/ ${nb[*]} (timeout ${PYTEST_TIMEOUT}s per test, ${PYTEST_WORKERS} xdist workers)"
+  # --durations: the log names the slowest tests, so one that outgrows "small shapes" shows.
+  "$PY" -m pytest -p no:cacheprovider --timeout="$PYTEST_TIMEOUT" "${par[@]}" --durations=20 \
+    tests/ "${nb[@]}" "$@" || rc_py=$?
   local ext="ok"; [ "$EXTENSION_FAILED" -eq 0 ] || ext="BUILD FAILED"
   say "tests done in $((SECONDS - t0))s: extension $ext, JS $js, pytest $( [ $rc_py -eq 0 ] && echo ok || echo "FAILED ($rc_py)" )"
   [ $rc_js -eq 0 ] && [ $rc_py -eq 0 ] && [ "$EXTENSION_FAILED" -eq 0 ]
