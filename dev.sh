@@ -22,8 +22,10 @@ VENV="${MIRAGE_LAB_VENV:-$ROOT/.venv}"
 PY="$VENV/bin/python"
 TORCH_PIN="torch==2.13.0"
 PYTEST_TIMEOUT="${MIRAGE_LAB_TEST_TIMEOUT:-600}"   # seconds per test
-# pytest-xdist workers: CI's box has 2 cores. Tests that share a costly fixture (a simulator run, a
-# JupyterLab server) stay on one worker (tests/conftest.py groups them; --dist loadgroup honours that).
+# pytest-xdist workers: CI's box has 2 cores. --dist loadfile keeps each test file on one worker, in
+# order: a module's or the codegen session's costly fixtures (simulator runs, a JupyterLab server and its
+# browser page) run once, and browser tests that build on the previous one's page still do. (Not
+# loadgroup: xdist 3.8 tags a group by rewriting item._nodeid, which pytest 9.2 no longer reads.)
 # MIRAGE_LAB_TEST_WORKERS=0 runs the suite in this one process.
 PYTEST_WORKERS="${MIRAGE_LAB_TEST_WORKERS:-2}"
 
@@ -185,7 +187,7 @@ cmd_test() {
   local nb=()
   if compgen -G "notebooks/*.ipynb" >/dev/null; then nb=(--nbmake notebooks/); fi
   local par=()
-  [ "$PYTEST_WORKERS" = 0 ] || par=(-n "$PYTEST_WORKERS" --dist loadgroup)
+  [ "$PYTEST_WORKERS" = 0 ] || par=(-n "$PYTEST_WORKERS" --dist loadfile)
   say "pytest tests/ ${nb[*]} (timeout ${PYTEST_TIMEOUT}s per test, ${PYTEST_WORKERS} xdist workers)"
   # --durations: the log names the slowest tests, so one that outgrows "small shapes" shows.
   "$PY" -m pytest -p no:cacheprovider --timeout="$PYTEST_TIMEOUT" "${par[@]}" --durations=20 \

@@ -21,42 +21,6 @@ def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_CACHE, ignore_errors=True)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks (``--dist loadgroup``)
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist, keep the tests that share a costly fixture on one worker.
-
-    A session- or module-scoped fixture runs once per worker that needs it: split across both
-    workers, a simulator run (tests/codegen) or a JupyterLab server (tests/browser) would run twice.
-    Tests on a session fixture of this project group by that fixture (and its parameter), so
-    different fixtures still run side by side; tests on a module fixture group by module. An
-    explicit ``@pytest.mark.xdist_group`` wins.
-    """
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            group = _shared_fixture_group(item)
-            if group:
-                item.add_marker(pytest.mark.xdist_group(group))
-
-
-def _shared_fixture_group(item) -> str | None:
-    """The group of ``item``'s first project fixture (sorted by name) wider than a function, or None."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:  # not a python test function (e.g. a notebook under nbmake)
-        return None
-    module = None
-    for name in sorted(info.name2fixturedefs):
-        fixturedef = info.name2fixturedefs[name][-1]
-        if not fixturedef.baseid:  # pytest's and plugins' own (tmp_path_factory, ...): cheap
-            continue
-        if fixturedef.scope == "session":
-            callspec = getattr(item, "callspec", None)
-            param = callspec.params.get(name) if callspec is not None else None
-            return f"session:{name}" + ("" if param is None else f"[{param}]")
-        if fixturedef.scope in ("module", "package", "class") and module is None:
-            module = f"module:{item.nodeid.split('::')[0]}"
-    return module
-
-
 @pytest.fixture(autouse=True)
 def _seed_everything():
     """Every test starts from the same random state, so a failure reproduces."""
