@@ -21,7 +21,13 @@ cd "$ROOT"
 VENV="${MIRAGE_LAB_VENV:-$ROOT/.venv}"
 PY="$VENV/bin/python"
 TORCH_PIN="torch==2.13.0"
-PYTEST_TIMEOUT="${MIRAGE_LAB_TEST_TIMEOUT:-600}"   # seconds per test; the whole suite stays well under 15 min
+PYTEST_TIMEOUT="${MIRAGE_LAB_TEST_TIMEOUT:-600}"   # seconds per test
+# pytest-xdist workers: CI's box has 2 cores. --dist loadfile keeps each test file on one worker, in
+# order: a module's or the codegen session's costly fixtures (simulator runs, a JupyterLab server and its
+# browser page) run once, and browser tests that build on the previous one's page still do. (Not
+# loadgroup: xdist 3.8 tags a group by rewriting item._nodeid, which pytest 9.2 no longer reads.)
+# MIRAGE_LAB_TEST_WORKERS=0 runs the suite in this one process.
+PYTEST_WORKERS="${MIRAGE_LAB_TEST_WORKERS:-2}"
 
 say() { printf '[dev.sh] %s\n' "$*"; }
 die() { printf '[dev.sh] error: %s\n' "$*" >&2; exit 1; }
@@ -180,8 +186,12 @@ cmd_test() {
   fi
   local nb=()
   if compgen -G "notebooks/*.ipynb" >/dev/null; then nb=(--nbmake notebooks/); fi
-  say "pytest tests/ ${nb[*]} (timeout ${PYTEST_TIMEOUT}s per test)"
-  "$PY" -m pytest -p no:cacheprovider --timeout="$PYTEST_TIMEOUT" tests/ "${nb[@]}" "$@" || rc_py=$?
+  local par=()
+  [ "$PYTEST_WORKERS" = 0 ] || par=(-n "$PYTEST_WORKERS" --dist loadfile)
+  say "pytest tests/ ${nb[*]} (timeout ${PYTEST_TIMEOUT}s per test, ${PYTEST_WORKERS} xdist workers)"
+  # --durations: the log names the slowest tests, so one that outgrows "small shapes" shows.
+  "$PY" -m pytest -p no:cacheprovider --timeout="$PYTEST_TIMEOUT" "${par[@]}" --durations=20 \
+    tests/ "${nb[@]}" "$@" || rc_py=$?
   local ext="ok"; [ "$EXTENSION_FAILED" -eq 0 ] || ext="BUILD FAILED"
   say "tests done in $((SECONDS - t0))s: extension $ext, JS $js, pytest $( [ $rc_py -eq 0 ] && echo ok || echo "FAILED ($rc_py)" )"
   [ $rc_js -eq 0 ] && [ $rc_py -eq 0 ] && [ "$EXTENSION_FAILED" -eq 0 ]
