@@ -3,7 +3,8 @@
     python search_script.py CHECKPOINT|- HIDDEN [TEAR_AFTER MARKER]
 
 Runs a 2-worker search of RMSNorm+Linear X[4,HIDDEN]·W[HIDDEN,HIDDEN] (``max_kernel_ops=3``),
-printing ``progress`` once per Progress event. With TEAR_AFTER >= 0 the checkpoint's
+printing ``progress`` once per Progress event (with ``SEARCH_SCRIPT_REPEAT=1``, searching again until
+interrupted). With TEAR_AFTER >= 0 the checkpoint's
 record number TEAR_AFTER+1 is written only half (flushed, fsynced), MARKER is created, and
 the process waits to be killed: a kill in the middle of a write, made certain.
 """
@@ -35,6 +36,12 @@ if tear_after >= 0:
 
     ck.Checkpoint._append = torn_append
 g = ex.rms_norm_linear_program(4, hidden, hidden)
-for ev in search(g, workers=2, checkpoint=None if path == "-" else path, progress_interval=0.05, max_kernel_ops=3):
-    if isinstance(ev, Progress):
-        print("progress", flush=True)
+# SEARCH_SCRIPT_REPEAT=1: search again each time it ends, until interrupted (the lifetime tests signal it
+# after its first progress line; a lone search ends in ~10 s, which a loaded test process could miss)
+repeat = os.environ.get("SEARCH_SCRIPT_REPEAT") == "1"
+while True:
+    for ev in search(g, workers=2, checkpoint=None if path == "-" else path, progress_interval=0.05, max_kernel_ops=3):
+        if isinstance(ev, Progress):
+            print("progress", flush=True)
+    if not repeat:
+        break

@@ -19,8 +19,9 @@ from .test_kill_resume import ROOT, SCRIPT
 
 
 def _start(tmp: Path) -> tuple[subprocess.Popen, list[psutil.Process]]:
-    """A long 2-worker search in its own session, once it streams progress; and its helper processes."""
-    env = {**os.environ, "TMPDIR": str(tmp),
+    """A 2-worker search in its own session (searching again until stopped), once it streams progress; and its
+    helper processes. (One search ends in ~10 s: under CI's load the test once signalled a finished script.)"""
+    env = {**os.environ, "TMPDIR": str(tmp), "SEARCH_SCRIPT_REPEAT": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
     proc = subprocess.Popen([sys.executable, str(SCRIPT), "-", "256"], cwd=ROOT, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
