@@ -10,8 +10,14 @@ the process waits to be killed: a kill in the middle of a write, made certain.
 """
 import json
 import os
+import signal
 import sys
 import time
+
+# Ctrl-C as in a terminal, whatever this process inherited: a SIGINT ignored by the process that started
+# it stays ignored through exec, and Python then installs no KeyboardInterrupt handler (the lifetime test's
+# Ctrl-C had no effect in 3 fresh-clone CI runs under pytest-xdist)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from mirage_lab import examples as ex
 from mirage_lab.search import Progress, search
