@@ -80,15 +80,26 @@ def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log, scr
     """Every program tuned on a fresh cluster of ``n_gpus`` GPUs (``per_gpu`` workers each).
 
     ``scratch``: the kernel and inductor caches' folder (default: a new empty one, so nothing is reused)."""
-    from dask.distributed import Client
-
-    from mirage_lab.pipeline.distributed import autotune_on_cluster, local_gpu_cluster
-
     scratch = scratch or Path(tempfile.mkdtemp(prefix=f"multi_gpu_n{n_gpus}_"))
     fixed = {"stop_margin": None, "max_variants": a.fixed_work} if a.fixed_work else {}
     env = {"TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor")}
     t0 = time.perf_counter()
     out: dict[str, Any] = {"gpus": n_gpus, "workers": n_gpus * per_gpu, "programs": {}}
+    try:
+        _tune_on_cluster(n_gpus, per_gpu, work, a, log, scratch, env, fixed, out, t0)
+    except TimeoutError as e:   # dask's close of the cluster: what was measured is kept
+        if "tune_s" not in out:
+            raise
+        log(f"   N={n_gpus}: the cluster's close timed out ({e!r}); its results are kept")
+    return out
+
+
+def _tune_on_cluster(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log, scratch: Path,
+                     env: dict, fixed: dict, out: dict, t0: float) -> None:
+    from dask.distributed import Client
+
+    from mirage_lab.pipeline.distributed import autotune_on_cluster, local_gpu_cluster
+
     with local_gpu_cluster(list(range(n_gpus)), per_gpu=per_gpu, env=env) as lc, Client(lc) as client:
         client.wait_for_workers(n_gpus * per_gpu, timeout=300)
         out["cluster_start_s"] = time.perf_counter() - t0
@@ -138,7 +149,6 @@ def run_n(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespace, log, scr
                    f"{rec['moved_measured']}/{len(moved_vars)} of their variants measured elsewhere"
                    if kstate["victim"] else ""))
         out["tune_s"] = tune_total if batch_s is None else batch_s
-    return out
 
 
 def table(runs: list[dict], device: str) -> str:

@@ -270,7 +270,6 @@ class _WorkerSession:
         self.tn.race_program(lowerings)
         self.ready = time.time()   # the budget counts from here (torch.compile's own compile is outside it)
         self.slot: dict[int, int] = {}    # plan index -> position in self.tn.results
-        self.pool: Any = None
         self.device = "CUDA simulator" if self.sim else torch.cuda.get_device_name()
 
     def info(self) -> dict[str, Any]:
@@ -289,10 +288,8 @@ class _WorkerSession:
         if len(items) == 1 or mp.current_process().daemon:
             # one variant gains nothing from a pool; a daemonic worker (dask's default) may not start processes
             return (compile_and_launch(a) for a in args)
-        if self.pool is None:
-            n = self.spec["compile_workers"] or max(1, (os.cpu_count() or 1) // max(1, self.spec["gpus_per_host"]))
-            self.pool = mp.get_context("spawn").Pool(n)
-        return self.pool.imap_unordered(compile_and_launch, args)
+        n = self.spec["compile_workers"] or max(1, (os.cpu_count() or 1) // max(1, self.spec["gpus_per_host"]))
+        return _compile_pool(n).imap_unordered(compile_and_launch, args)
 
     def measure(self, items: list[tuple[int, Any]], compiled: dict[int, tuple[float, str | None]] | None,
                 deadline: float) -> list[tuple[int, Any]]:
@@ -334,9 +331,27 @@ class _WorkerSession:
         return out
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
+        """Nothing to free: the compile pool is the worker's (:func:`_compile_pool`), kept for its next runs."""
+
+
+_POOL: tuple[int, Any] | None = None   # (size, pool): one per worker process, shared by its runs
+_POOL_LOCK = threading.Lock()
+
+
+def _compile_pool(n: int) -> Any:
+    """This worker process's pool of ``n`` compile processes, made once and shared by every run it serves.
+
+    One pool per run put (programs tuned at once) × (cores / GPUs) processes on one worker: 8 programs
+    at once on a 64-core, 1-GPU cluster made 512, and the worker then outlived the nanny's 5 s to close."""
+    global _POOL
+    import multiprocessing as mp
+
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != n:
+            if _POOL is not None:
+                _POOL[1].terminate()
+            _POOL = (n, mp.get_context("spawn").Pool(n))
+        return _POOL[1]
 
 
 def _session(run_id: str, spec: dict[str, Any], reference: bool = False) -> _WorkerSession:
@@ -796,11 +811,18 @@ def local_gpu_cluster(gpus: int | Sequence[int] | None = None, *, per_gpu: int =
     # answering (units pending for minutes: the CPython 3.11 deadlock in stop_worker_profiler's docstring,
     # which every cluster's tuning tasks now avoid); the tuning does not use the profiles
     dask.config.set({"distributed.worker.profile.enabled": False})
+    class PatientNanny(Nanny):
+        # dask gives a worker 5 s to exit (4 s, then SIGKILL and a 1 s join) and raises TimeoutError out of
+        # the cluster's close past that; a GPU worker's exit (CUDA context teardown, its compile pool) can
+        # take longer on a loaded host: seen on 4 H200s, where the error lost the benchmark's results
+        async def close(self, timeout: float = 20, reason: str = "nanny-close") -> Any:
+            return await super().close(timeout=timeout, reason=reason)
+
     workers: dict[str, Any] = {
-        f"gpu{d}-{k}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {RESOURCE: 1},
+        f"gpu{d}-{k}": {"cls": PatientNanny, "options": {"nthreads": 1, "resources": {RESOURCE: 1},
                                                   "env": {**(env or {}), "CUDA_VISIBLE_DEVICES": str(d)}}}
         for d in ids for k in range(per_gpu)}
-    workers.update({f"cpu{k}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {CPU_RESOURCE: 1},
+    workers.update({f"cpu{k}": {"cls": PatientNanny, "options": {"nthreads": 1, "resources": {CPU_RESOURCE: 1},
                                                           "env": dict(env or {})}}
                     for k in range(cpu_workers)})
     return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": ":0"}},

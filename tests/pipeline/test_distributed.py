@@ -185,3 +185,21 @@ def test_runs_tuned_at_once_spread_their_reference_workers():
         _release_reference(w)
     assert _take_reference(live) == live[0]    # all released: the first again
     _release_reference(live[0])
+
+
+def test_a_gpu_worker_keeps_one_compile_pool_for_all_its_runs():
+    # one pool per run put (programs at once) x (cores / GPUs) processes on a worker (512 on a 64-core host)
+    from mirage_lab.pipeline import distributed as d
+
+    before = d._POOL
+    try:
+        d._POOL = None
+        first = d._compile_pool(1)
+        assert d._compile_pool(1) is first                 # a second run reuses it
+        assert first.apply(abs, (-3,)) == 3
+        other = d._compile_pool(2)                         # another size replaces it (the old one is ended)
+        assert other is not first and d._POOL == (2, other)
+        other.terminate()
+        other.join()
+    finally:
+        d._POOL = before
