@@ -36,14 +36,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import suite  # noqa: E402  (benchmarks/suite)
 
 
-def candidates_of(p: suite.SuiteProgram, max_candidates: int, log, search_cap: float | None = None) -> tuple[Any, list]:
+def candidates_of(p: suite.SuiteProgram, max_candidates: int, log, search_cap: float | None = None,
+                  workers: int | None = None) -> tuple[Any, list]:
     """The program and the shortlist superoptimize would tune (the search from the persistent cache)."""
     from mirage_lab.pipeline import shortlist
 
     program = p.build()
     t0 = time.perf_counter()
     secs = p.search_seconds if search_cap is None else min(p.search_seconds or search_cap, search_cap)
-    best = program.superoptimize(p.config, tune=False, search_seconds=secs, progress=False)
+    best = program.superoptimize(p.config, tune=False, search_seconds=secs, progress=False,
+                                 **({"workers": workers} if workers else {}))
     res = best.search_result
     picks = shortlist(res.candidates, max_candidates) or list(range(min(max_candidates, len(res.candidates))))
     log(f"  {p.name}: {len(res.candidates)} candidates ({time.perf_counter() - t0:.1f} s, cache or search), "
@@ -200,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrent", type=int, default=1, metavar="K",
                     help="tune K programs at once on the cluster (the wall of the whole batch is timed); "
                          "each run's reference worker, which races the program's own lowerings, is spread")
+    ap.add_argument("--search-workers", type=int, default=None,
+                    help="search processes per program (default: one per core)")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
     ap.add_argument("--json", type=Path, default=None, help="write every record here")
     a = ap.parse_args(argv)
@@ -209,25 +213,29 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    if not torch.cuda.is_available():
+    # device_count asks NVML: this process holds no CUDA context while the searches below fork their workers
+    have = torch.cuda.device_count()
+    if not have:
         print("multi_gpu_bench needs CUDA GPUs", file=sys.stderr)
         return 2
-    have = torch.cuda.device_count()
     counts = [int(x) for x in a.gpus.split(",")] if a.gpus else [n for n in (1, 2, 4, 8) if n <= have]
     if max(counts) > have:
         print(f"--gpus asks for {max(counts)} GPUs; this machine has {have}", file=sys.stderr)
         return 2
-    device = f"{have}× {torch.cuda.get_device_name()}"
-    log(f"{datetime.date.today()} {device}, torch {torch.__version__}; N = {counts}, {a.workers_share_gpu} worker(s) per GPU")
+    log(f"{datetime.date.today()} {have} GPUs, torch {torch.__version__}; N = {counts}, {a.workers_share_gpu} worker(s) per GPU")
     work = []
     for p in suite.select(a.only):
         try:
-            program, cands = candidates_of(p, a.max_candidates, log, a.search_cap)
+            program, cands = candidates_of(p, a.max_candidates, log, a.search_cap, a.search_workers)
         except Exception as e:   # a search that finds nothing within the cap: that program is left out, said so
             log(f"  {p.name}: left out ({type(e).__name__}: {str(e)[:160]})")
             continue
         if cands:
             work.append((p, program, cands))
+    if not work:
+        print("no selected program has candidates to tune (every search found nothing)", file=sys.stderr)
+        return 1
+    device = f"{have}× {torch.cuda.get_device_name()}"
     runs = []
     shared = Path(tempfile.mkdtemp(prefix="multi_gpu_shared_")) if a.shared_kernels else None
     if shared is not None:
