@@ -286,6 +286,10 @@ class ArrayBackendError(MirageLabError, ValueError):
 
 _INSTANCES: dict[tuple[str, int], NumpyArrays] = {}
 
+# Whether this process may take a CUDA context for "auto" fingerprints. Search pool workers are
+# told at start (executors.CUDA_FINGERPRINT_WORKERS of them may); None elsewhere: no limit.
+CUDA_FINGERPRINTS_ALLOWED: bool | None = None
+
 
 def get_arrays(backend: str = "auto") -> NumpyArrays:
     """The search's array backend: ``"numpy"``, ``"cuda"`` or ``"auto"`` (cuda when a GPU is usable)."""
@@ -296,6 +300,8 @@ def get_arrays(backend: str = "auto") -> NumpyArrays:
         backend = resolve_backend(backend)
     except FieldError as e:   # the only name left that can fail: cuda where it cannot run
         raise ArrayBackendError("fingerprint_backend='cuda' needs a usable CUDA GPU; use 'numpy' or 'auto'") from e
+    if requested == "auto" and backend == "cuda" and CUDA_FINGERPRINTS_ALLOWED is False:
+        backend = "numpy"   # same fingerprints (the results do not depend on the backend), no context to wait for
     # Keyed by process too: a worker forked from a process that used CUDA inherits its
     # objects, but not a usable context; it must check for itself.
     key = (backend, os.getpid())

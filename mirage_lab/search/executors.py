@@ -124,10 +124,25 @@ def before_fork(wait: float = 2.0) -> None:
     gc.collect()
 
 
-def _pool_worker_init(parent: int) -> None:
-    """A pool worker's first call: the lifetime rules, and freed memory kept warm (allocator.py)."""
+# How many of a pool's workers may fingerprint on the GPU when the backend is "auto"; the rest use numpy.
+# A CUDA context per worker made start-up grow with the workers (contexts are created one at a time):
+# on an H200 host with 16 workers the first state came after 9.8 s with every worker on CUDA, 2.7 s with
+# numpy; with 64 workers none came within 12 s (benchmarks/probes/worker_start.py, RESULTS.md 2026-11-28).
+CUDA_FINGERPRINT_WORKERS = 4
+
+
+def _pool_worker_init(parent: int, cuda_slots: Any = None) -> None:
+    """A pool worker's first call: the lifetime rules, freed memory kept warm (allocator.py), and
+    whether it may take one of the pool's ``cuda_slots`` for GPU fingerprints."""
     child_init(parent)
     keep_freed_memory()
+    if cuda_slots is not None:
+        from . import arrays
+
+        with cuda_slots.get_lock():
+            arrays.CUDA_FINGERPRINTS_ALLOWED = cuda_slots.value > 0
+            if arrays.CUDA_FINGERPRINTS_ALLOWED:
+                cuda_slots.value -= 1
 
 
 class Pool:
@@ -148,8 +163,9 @@ class Pool:
             before_fork()   # the Manager forks below, the workers at the first submit
         # Our workers and the Manager ignore Ctrl-C and exit when this process dies (lifetime.py).
         parent = os.getpid()
+        slots = ctx.Value("i", CUDA_FINGERPRINT_WORKERS) if executor is None else None
         self.executor = executor or ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                                                        initializer=_pool_worker_init, initargs=(parent,))
+                                                        initializer=_pool_worker_init, initargs=(parent, slots))
         if self._own:
             _EARLIER.add(self.executor)
         mark_multiprocessing_temp()   # before the Manager starts: a forked one puts its socket there

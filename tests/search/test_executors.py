@@ -52,3 +52,35 @@ def test_a_pool_waits_for_the_earlier_pools_manager_thread():
     finally:
         second.shutdown()
         second.executor.shutdown(wait=True)
+
+
+def _cuda_claim(pause: float) -> tuple[int, bool | None]:
+    import os
+    import time
+
+    from mirage_lab.search import arrays
+
+    time.sleep(pause)   # holds this worker, so every worker takes a call
+    return os.getpid(), arrays.CUDA_FINGERPRINTS_ALLOWED
+
+
+def test_only_a_few_pool_workers_may_fingerprint_on_the_gpu(monkeypatch):
+    # A CUDA context per worker made a 64-worker search visit no state in 12 s; "auto" workers past the
+    # pool's slots use numpy (the same fingerprints)
+    monkeypatch.setattr(executors, "CUDA_FINGERPRINT_WORKERS", 2)
+    pool = Pool(None, 4)
+    try:
+        futs = [pool.executor.submit(_cuda_claim, 0.5) for _ in range(4)]
+        claims = dict(f.result(timeout=60) for f in futs)
+    finally:
+        pool.shutdown()
+    assert len(claims) == 4, claims
+    assert sorted(claims.values()) == [False, False, True, True]
+
+
+def test_auto_fingerprints_fall_back_to_numpy_in_a_worker_without_a_gpu_slot(monkeypatch):
+    from mirage_lab.search import arrays
+
+    monkeypatch.setattr(arrays, "resolve_backend", lambda b: "numpy" if b == "numpy" else "cuda")
+    monkeypatch.setattr(arrays, "CUDA_FINGERPRINTS_ALLOWED", False)
+    assert arrays.get_arrays("auto").name == "numpy"
