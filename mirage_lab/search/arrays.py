@@ -296,12 +296,14 @@ def get_arrays(backend: str = "auto") -> NumpyArrays:
     requested = backend
     if backend not in BACKENDS:
         raise ArrayBackendError(f"fingerprint_backend={backend!r}: use one of {BACKENDS}")
+    if backend == "auto" and CUDA_FINGERPRINTS_ALLOWED is False:
+        # same fingerprints (results do not depend on the backend); and not even resolve_backend, whose
+        # cuInit in every worker still held the first state to 8.4 s with 16 workers on an H200 host
+        backend = "numpy"
     try:
         backend = resolve_backend(backend)
     except FieldError as e:   # the only name left that can fail: cuda where it cannot run
         raise ArrayBackendError("fingerprint_backend='cuda' needs a usable CUDA GPU; use 'numpy' or 'auto'") from e
-    if requested == "auto" and backend == "cuda" and CUDA_FINGERPRINTS_ALLOWED is False:
-        backend = "numpy"   # same fingerprints (the results do not depend on the backend), no context to wait for
     # Keyed by process too: a worker forked from a process that used CUDA inherits its
     # objects, but not a usable context; it must check for itself.
     key = (backend, os.getpid())
