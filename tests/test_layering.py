@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1] / "mirage_lab"
 
 # low -> high; a module may import its own layer's packages and any lower layer's
 LAYERS = {
-    "errors": 0, "gpu": 0, "ops": 0, "lazy": 0, "bounded": 0,
+    "errors": 0, "gpu": 0, "ops": 0, "lazy": 0, "bounded": 0, "cpus": 0,
     "ir": 1, "examples": 1,
     "interp": 2, "expr": 2, "verify": 2,
     "search": 3,

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, TypeVar
 
+from ..cpus import usable_cpus
 from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from ..runtime.latency import CANDIDATE, LatencyRow, baseline_rows
@@ -604,7 +605,7 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
     planned = plan_variants(candidates, max_variants=max_variants)
     results = [VariantResult(v, e) for v, e in planned]
     cdir = None if cache_dir is None else str(cache_dir)
-    n_workers = 1 if sim else (pool.workers if pool is not None else max(1, min(len(results), workers or os.cpu_count() or 1)))
+    n_workers = 1 if sim else (pool.workers if pool is not None else max(1, min(len(results), workers or usable_cpus())))
     emit(TuneStarted(len(results), len(candidates), tune_seconds, n_workers, mi.policy))
     tn = _Tuning(program, results, mi, timer, cdir, repeats, stop_margin, emit, t0)
     reason = "every planned variant was measured" if results else "no μGraph candidate to tune"

@@ -21,6 +21,7 @@ import os
 import threading
 from typing import Any, Callable
 
+from ..cpus import usable_cpus
 from ..ir.kernel_graph import KernelGraph
 
 SPECULATIVE_VARIANTS = 2   # per candidate: the cost model's best, and the best of the other kind (FMA / tensor cores)
@@ -70,7 +71,7 @@ class CompilePool:
 
     def __init__(self, workers: int | None = None, *, speculative: int | None = None, max_candidates: int = 8,
                  cache_dir: str | os.PathLike | None = None) -> None:
-        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.workers = max(1, workers or usable_cpus())
         self.speculative = max(1, speculative if speculative is not None else self.workers // 4)
         self.max_candidates = max_candidates
         self.cache_dir = None if cache_dir is None else str(cache_dir)

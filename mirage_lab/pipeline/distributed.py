@@ -26,6 +26,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ..cpus import usable_cpus
 from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from .autotune import TuneFinished, TuneReport, TuneStarted, VariantDone, VariantResult, plan_variants
@@ -300,7 +301,7 @@ class _WorkerSession:
         if len(items) == 1 or mp.current_process().daemon:
             # one variant gains nothing from a pool; a daemonic worker (dask's default) may not start processes
             return (compile_and_launch(a) for a in args)
-        n = self.spec["compile_workers"] or max(1, (os.cpu_count() or 1) // max(1, self.spec["gpus_per_host"]))
+        n = self.spec["compile_workers"] or max(1, usable_cpus() // max(1, self.spec["gpus_per_host"]))
         return _compile_pool(n).imap_unordered(compile_and_launch, args)
 
     def measure(self, items: list[tuple[int, Any]], compiled: dict[int, tuple[float, str | None]] | None,

@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 import torch
 
+from ..cpus import usable_cpus
 from ..codegen import CODEGEN_VERSION, DEFAULT_OPTIONS, CodegenOptions, GeneratedModule, KernelInfo, generate_module
 from ..errors import KernelInputError, MirageLabError
 from ..ir.kernel_graph import KernelGraph
@@ -337,7 +338,7 @@ def precompile(graphs: Sequence[KernelGraph | tuple[KernelGraph, CodegenOptions]
         jobs.append((g.content_hash(), g.to_json(), None if cache_dir is None else str(cache_dir), o.astuple()))
     if not jobs:
         return []
-    n = workers or min(len(jobs), os.cpu_count() or 1)
+    n = workers or min(len(jobs), usable_cpus())
     if n <= 1:
         return [compile_and_launch(j) for j in jobs]
     with mp.get_context("spawn").Pool(n) as pool:

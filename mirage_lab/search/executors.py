@@ -18,6 +18,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from multiprocessing.managers import SyncManager
 from typing import Any
 
+from ..cpus import usable_cpus
 from .allocator import keep_freed_memory
 from .inputs import SearchInputError
 from .lifetime import child_init, mark_multiprocessing_temp
@@ -242,7 +243,7 @@ def make_executor(executor: Any, workers: int | None) -> Inline | Pool | Dask:
     """The executor for ``search(executor=..., workers=...)``."""
     check_workers(workers)
     if executor is None:
-        n = workers if workers is not None else (os.cpu_count() or 1)
+        n = workers if workers is not None else usable_cpus()
         if n <= 1:
             return Inline()
         return Pool(None, n)

@@ -21,6 +21,7 @@ import sys
 import time
 from typing import Any, Iterator
 
+from ..cpus import usable_cpus
 from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from ..ir.serialize import from_json
@@ -122,7 +123,7 @@ def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor
         stats.subtrees_done = resumed
     todo = [t.index for t in tasks if cp is None or t.index not in cp.done]
     ex = make_executor(executor, workers)
-    n_workers = workers or os.cpu_count() or 1
+    n_workers = workers or usable_cpus()
     # Chunks amortise per-future overhead; enough of them keep every worker busy to the end.
     # Each chunk takes every n-th task, so the first tasks (the most promising, see
     # Generator.tasks) start at once on different workers instead of queueing in one chunk.
