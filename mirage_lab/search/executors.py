@@ -132,6 +132,34 @@ def before_fork(wait: float = 2.0) -> None:
 CUDA_FINGERPRINT_WORKERS = 4
 
 
+# Modules a forkserver imports once, so that its children start with them loaded.
+FORKSERVER_PRELOAD = ["mirage_lab.search.worker", "mirage_lab.search.generator", "numpy", "z3"]
+
+
+def start_method() -> str:
+    """How a search's processes start: ``fork`` on Linux while this process holds no CUDA context.
+
+    fork works from notebooks and from scripts without a ``__main__`` guard (spawn and forkserver
+    re-import the caller's script). A forked child cannot use a CUDA context its parent holds, so a
+    caller that has already used the GPU (a notebook that made CUDA tensors, any superoptimize after a
+    tuning) gets its workers from a forkserver: a clean process, started once, that never touches
+    CUDA and forks each worker with mirage_lab already imported. Spawned workers each imported it
+    again: the first state came at 7.0 s instead of 2.7 s with 16 workers on an H200 host, and never
+    within 12 s with 64. On the 2-core CPU box, two searches in one process: spawn 2.7 and 2.4 s to the
+    first state, forkserver 2.7 and 1.0 s, fork 1.9 and 0.6 s. ``MIRAGE_LAB_SEARCH_START`` overrides it
+    (fork, forkserver or spawn). Like spawn, a forkserver re-imports a script run without a
+    ``if __name__ == "__main__":`` guard (notebooks and ``python -c`` have no script to re-import).
+    """
+    forced = os.environ.get("MIRAGE_LAB_SEARCH_START")
+    if forced:
+        if forced not in ("fork", "forkserver", "spawn"):
+            raise SearchInputError(f"MIRAGE_LAB_SEARCH_START={forced!r}: use fork, forkserver or spawn")
+        return forced
+    if not sys.platform.startswith("linux"):
+        return "spawn"
+    return "forkserver" if _parent_holds_cuda() else "fork"
+
+
 def _pool_worker_init(parent: int, cuda_slots: Any = None) -> None:
     """A pool worker's first call: the lifetime rules, freed memory kept warm (allocator.py), and
     whether it may take one of the pool's ``cuda_slots`` for GPU fingerprints."""
@@ -153,15 +181,12 @@ class Pool:
         import multiprocessing as mp
 
         self._own = executor is None
-        # fork works from notebooks and from scripts without a __main__ guard (spawn and
-        # forkserver re-import the caller's script); workers build their own z3 contexts.
-        # A forked child cannot use a CUDA context its parent holds, so a caller that has
-        # already used the GPU (a notebook that made CUDA tensors, a second superoptimize)
-        # gets spawned workers, which keep GPU fingerprints (4-5x faster searches).
-        ctx = mp.get_context("fork" if sys.platform.startswith("linux") and not _parent_holds_cuda() else "spawn")
+        ctx = mp.get_context(start_method())
         self._fork = ctx.get_start_method() == "fork"
         if self._fork:
             before_fork()   # the Manager forks below, the workers at the first submit
+        elif ctx.get_start_method() == "forkserver":
+            ctx.set_forkserver_preload(FORKSERVER_PRELOAD)   # read when the server starts (once per process)
         # Our workers and the Manager ignore Ctrl-C and exit when this process dies (lifetime.py).
         parent = os.getpid()
         slots = ctx.Value("i", CUDA_FINGERPRINT_WORKERS) if executor is None else None

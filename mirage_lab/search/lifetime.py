@@ -37,7 +37,11 @@ def child_init(parent_pid: int) -> None:
 
 
 def exit_with_parent(parent_pid: int) -> None:
-    """Make this process exit (silently) as soon as ``parent_pid`` is no longer its parent."""
+    """Make this process exit (silently) as soon as ``parent_pid`` is no longer its parent (or, for a
+    child of a forkserver, as soon as ``parent_pid`` has ended)."""
+    if os.getppid() != parent_pid:
+        _exit_with_process(parent_pid)
+        return
 
     def gone() -> bool:
         return os.getppid() != parent_pid
@@ -62,6 +66,31 @@ def exit_with_parent(parent_pid: int) -> None:
         _die()
 
     threading.Thread(target=watch, daemon=True, name="mirage_lab-parent-watchdog").start()
+
+
+def _exit_with_process(pid: int) -> None:
+    """A forkserver's child: its parent, the server, lives while any of the server's children do (each holds
+    the server's "alive" pipe), so neither the death signal nor the parent pid can tell that the search's
+    process ``pid`` ended; a watchdog polls that process itself (a zombie counts as ended)."""
+    import psutil
+
+    started = process_start_time(pid)
+
+    def alive() -> bool:
+        try:
+            return owner_alive(pid, started) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    if started is None or not alive():
+        _die()
+
+    def watch() -> None:
+        while alive():
+            time.sleep(WATCHDOG_POLL)
+        _die()
+
+    threading.Thread(target=watch, daemon=True, name="mirage_lab-process-watchdog").start()
 
 
 def _die() -> None:

@@ -23,31 +23,37 @@ from mirage_lab import examples as ex
 from mirage_lab.search import Progress, search
 from mirage_lab.search import checkpoint as ck
 
-path, hidden = sys.argv[1], int(sys.argv[2])
-tear_after = int(sys.argv[3]) if len(sys.argv) > 3 else -1
-if tear_after >= 0:
-    real_append, written = ck.Checkpoint._append, [0]
 
-    def torn_append(self, rec):
-        written[0] += 1
-        if written[0] <= tear_after:
-            return real_append(self, rec)
-        line = (json.dumps(rec) + "\n").encode()
-        with open(self.path, "ab") as f:
-            f.write(line[: len(line) // 2])
-            f.flush()
-            os.fsync(f.fileno())
-        open(sys.argv[4], "w").close()
-        time.sleep(600)
+def main() -> None:
+    path, hidden = sys.argv[1], int(sys.argv[2])
+    tear_after = int(sys.argv[3]) if len(sys.argv) > 3 else -1
+    if tear_after >= 0:
+        real_append, written = ck.Checkpoint._append, [0]
 
-    ck.Checkpoint._append = torn_append
-g = ex.rms_norm_linear_program(4, hidden, hidden)
-# SEARCH_SCRIPT_REPEAT=1: search again each time it ends, until interrupted (the lifetime tests signal it
-# after its first progress line; a lone search ends in ~10 s, which a loaded test process could miss)
-repeat = os.environ.get("SEARCH_SCRIPT_REPEAT") == "1"
-while True:
-    for ev in search(g, workers=2, checkpoint=None if path == "-" else path, progress_interval=0.05, max_kernel_ops=3):
-        if isinstance(ev, Progress):
-            print("progress", flush=True)
-    if not repeat:
-        break
+        def torn_append(self, rec):
+            written[0] += 1
+            if written[0] <= tear_after:
+                return real_append(self, rec)
+            line = (json.dumps(rec) + "\n").encode()
+            with open(self.path, "ab") as f:
+                f.write(line[: len(line) // 2])
+                f.flush()
+                os.fsync(f.fileno())
+            open(sys.argv[4], "w").close()
+            time.sleep(600)
+
+        ck.Checkpoint._append = torn_append
+    g = ex.rms_norm_linear_program(4, hidden, hidden)
+    # SEARCH_SCRIPT_REPEAT=1: search again each time it ends, until interrupted (the lifetime tests signal it
+    # after its first progress line; a lone search ends in ~10 s, which a loaded test process could miss)
+    repeat = os.environ.get("SEARCH_SCRIPT_REPEAT") == "1"
+    while True:
+        for ev in search(g, workers=2, checkpoint=None if path == "-" else path, progress_interval=0.05, max_kernel_ops=3):
+            if isinstance(ev, Progress):
+                print("progress", flush=True)
+        if not repeat:
+            break
+
+
+if __name__ == "__main__":   # a forkserver's or spawn's children import this file again
+    main()

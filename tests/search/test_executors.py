@@ -88,3 +88,36 @@ def test_auto_fingerprints_fall_back_to_numpy_in_a_worker_without_a_gpu_slot(mon
     monkeypatch.setattr(arrays, "resolve_backend", resolve)
     monkeypatch.setattr(arrays, "CUDA_FINGERPRINTS_ALLOWED", False)
     assert arrays.get_arrays("auto").name == "numpy"
+
+
+def test_a_process_holding_cuda_gets_its_workers_from_a_forkserver(monkeypatch):
+    from mirage_lab.search.inputs import SearchInputError
+
+    monkeypatch.delenv("MIRAGE_LAB_SEARCH_START", raising=False)
+    monkeypatch.setattr(executors, "_parent_holds_cuda", lambda: True)
+    assert executors.start_method() == "forkserver"   # spawned workers each imported mirage_lab again
+    monkeypatch.setattr(executors, "_parent_holds_cuda", lambda: False)
+    assert executors.start_method() == "fork"
+    monkeypatch.setenv("MIRAGE_LAB_SEARCH_START", "thread")
+    with pytest.raises(SearchInputError, match="MIRAGE_LAB_SEARCH_START='thread'"):
+        executors.start_method()
+
+
+FIND_ALL = r"""
+import json
+from mirage_lab import examples as ex
+from mirage_lab.search import CandidateFound, search
+found = [ev.graph.content_hash() for ev in search(ex.rms_norm_linear_program(4, 64, 64), workers=2, max_kernel_ops=3)
+         if isinstance(ev, CandidateFound)]
+print("RESULTS " + json.dumps(sorted(found)))
+"""
+
+
+def test_a_search_from_a_forkserver_finds_what_a_forked_search_finds(tmp_path, monkeypatch):
+    from proc_helpers import run_python
+
+    found = {}
+    for start in ("fork", "forkserver"):
+        monkeypatch.setenv("MIRAGE_LAB_SEARCH_START", start)
+        found[start] = run_python(FIND_ALL, tmp_path, timeout=300)
+    assert found["fork"] and found["forkserver"] == found["fork"]

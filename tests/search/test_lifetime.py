@@ -18,10 +18,12 @@ from .helpers import SMALL, small_program
 from .test_kill_resume import ROOT, SCRIPT
 
 
-def _start(tmp: Path) -> tuple[subprocess.Popen, list[psutil.Process]]:
+def _start(tmp: Path, start: str | None = None) -> tuple[subprocess.Popen, list[psutil.Process]]:
     """A 2-worker search in its own session (searching again until stopped), once it streams progress; and its
-    helper processes. (One search ends in ~10 s: under CI's load the test once signalled a finished script.)"""
+    helper processes. (One search ends in ~10 s: under CI's load the test once signalled a finished script.)
+    ``start``: the search's start method (``MIRAGE_LAB_SEARCH_START``), else the default."""
     env = {**os.environ, "TMPDIR": str(tmp), "SEARCH_SCRIPT_REPEAT": "1",
+           **({"MIRAGE_LAB_SEARCH_START": start} if start else {}),
            "PYTHONPATH": os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
     proc = subprocess.Popen([sys.executable, str(SCRIPT), "-", "256"], cwd=ROOT, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -40,9 +42,9 @@ def _alive(procs: list[psutil.Process]) -> list[int]:
     return out
 
 
-def parent_killed(tmp: Path) -> dict:
+def parent_killed(tmp: Path, start: str | None = None) -> dict:
     """SIGKILL a searching process alone: how long its helpers live on, what the next search removes."""
-    proc, helpers = _start(tmp)
+    proc, helpers = _start(tmp, start)
     folders = sorted(p.name for p in tmp.iterdir())
     proc.kill()
     proc.wait()
@@ -62,6 +64,15 @@ def test_helpers_exit_when_the_parent_is_killed_and_the_next_search_cleans_up(tm
     assert r["helpers"] == 3, r   # two pool workers and the Manager
     assert r["alive_after_5s"] == 0 and r["gone_after_s"] < 5, r
     assert any(n.startswith("mirage_lab_cancel_") for n in r["folders_during"]), r
+    assert r["left_after_next_search"] == [], r
+
+
+def test_a_forkservers_helpers_exit_too_when_the_parent_is_killed(tmp_path):
+    # A process that holds CUDA starts its workers from a forkserver. The server lives while any of its
+    # children do, and they watched only their parent (the server): all five lived on after a kill -9.
+    r = parent_killed(tmp_path, "forkserver")
+    assert r["helpers"] == 5, r   # two pool workers, the Manager, the forkserver and the resource tracker
+    assert r["alive_after_5s"] == 0 and r["gone_after_s"] < 5, r
     assert r["left_after_next_search"] == [], r
 
 
