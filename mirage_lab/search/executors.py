@@ -21,7 +21,7 @@ from typing import Any
 from ..cpus import usable_cpus
 from .allocator import keep_freed_memory
 from .inputs import SearchInputError
-from .lifetime import child_init, mark_multiprocessing_temp
+from .lifetime import child_init, mark_multiprocessing_temp, sigint_blocked
 from .worker import run_tasks
 
 
@@ -196,7 +196,8 @@ class Pool:
             _EARLIER.add(self.executor)
         mark_multiprocessing_temp()   # before the Manager starts: a forked one puts its socket there
         self._manager = SyncManager(ctx=ctx)
-        self._manager.start(child_init, (parent,))
+        with sigint_blocked():   # until the child ignores Ctrl-C (lifetime.py)
+            self._manager.start(child_init, (parent,))
         self._futures: list[Any] = []
 
     def make_channel(self) -> Any:
@@ -205,7 +206,8 @@ class Pool:
     def submit_all(self, calls: list[tuple]) -> list[Any]:
         if self._fork:
             gc.collect()    # the workers fork at the first submit (before_fork)
-        self._futures = [self.executor.submit(run_tasks, *args) for args in calls]
+        with sigint_blocked():   # the first submit forks our pool's workers (all at once with fork)
+            self._futures = [self.executor.submit(run_tasks, *args) for args in calls]
         return self._futures
 
     def shutdown(self) -> None:

@@ -21,7 +21,9 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 OWNER_FILE = "mirage_lab_owner"
 TEMP_PREFIXES = ("mirage_lab_cancel_", "pymp-")
@@ -33,7 +35,28 @@ _DEATH_SIGNAL = signal.SIGUSR1 if hasattr(signal, "SIGUSR1") else None
 def child_init(parent_pid: int) -> None:
     """Run first in a search's helper process: ignore Ctrl-C, exit when ``parent_pid`` dies."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):   # born with it blocked (sigint_blocked): a pending one is dropped
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     exit_with_parent(parent_pid)
+
+
+@contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """Hold Ctrl-C back in this thread while it starts helper processes that run :func:`child_init`.
+
+    A child inherits the signal mask (through fork, and exec for spawn), so it is born with SIGINT
+    blocked and unblocks it only once it ignores it. Without this, a Ctrl-C that reaches a worker
+    still starting up (before its initializer, e.g. a loaded machine) killed it with a traceback.
+    The caller loses nothing: the signal waits, or goes to another of its threads.
+    """
+    if not hasattr(signal, "pthread_sigmask"):   # Windows: no masks (and no fork)
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def exit_with_parent(parent_pid: int) -> None:
