@@ -189,14 +189,17 @@ _PATCHES: dict[str, tuple[Any, Any]] = {}
 
 
 def typing_memo(on: bool) -> None:
-    """Switch mirage_lab's compile speed-ups of numba-cuda (``gpu.numba_compat``: the call-typing memo and
-    the flags' ``values()``) on or off in this process."""
+    """Switch mirage_lab's compile speed-ups of numba-cuda (``gpu.numba_compat``: the call-typing memo, the
+    flags' ``values()``, the lowering's call-type and implementation memos) on or off in this process."""
+    from numba.core.types.functions import Function
+    from numba.cuda.core.base import BaseContext as TargetContext
     from numba.cuda.core.targetconfig import TargetConfig
     from numba.cuda.typing.context import BaseContext
 
     from mirage_lab.gpu import numba_compat  # noqa: F401  (applies them)
 
-    for cls, name in ((BaseContext, "resolve_function_type"), (TargetConfig, "values")):
+    for cls, name in ((BaseContext, "resolve_function_type"), (TargetConfig, "values"),
+                      (Function, "get_call_type"), (TargetContext, "get_function")):
         if name not in _PATCHES:
             patched = getattr(cls, name)
             _PATCHES[name] = (patched, getattr(patched, "__wrapped__", patched))

@@ -1,7 +1,7 @@
 """numba_compat's compile speed-ups change how fast numba compiles, never what it compiles.
 
 In a process without the simulator (they are not applied under it): a generated kernel's LLVM IR
-is the same with the call-typing memo and the fast flag ``values()`` as without them (up to
+is the same with the call-typing memo, the fast flag ``values()`` and the lowering's memos as without them (up to
 numba's per-compile counters), the memo answers repeated calls, and the search's fingerprint
 kernels are cached on disk (issue 20). Skipped where numba-cuda cannot lower for CUDA here.
 """
@@ -40,9 +40,13 @@ def norm(ir):  # numba's per-compile counters differ between two compiles of one
     ir = re.sub(r"(_cudapy_[a-z]+_)\d+", r"\1N", ir)
     return re.sub(r"\$\d+", "$N", ir)
 
+from numba.core.types.functions import Function
+from numba.cuda.core.base import BaseContext as TargetContext
+
 memo = BaseContext.resolve_function_type
 fast_values = TargetConfig.values
-out = {"applied": [numba_compat.MEMO_TYPING, numba_compat.FAST_FLAG_VALUES]}
+call_type, get_function = Function.get_call_type, TargetContext.get_function
+out = {"applied": [numba_compat.MEMO_TYPING, numba_compat.FAST_FLAG_VALUES, numba_compat.MEMO_LOWERING]}
 f = CUDAFlags()
 f.fastmath = True
 f.nvvm_options = {"opt": 3}
@@ -64,6 +68,8 @@ for mma in (False, True):
     for on in (False, True):
         BaseContext.resolve_function_type = memo if on else counting
         TargetConfig.values = fast_values if on else fast_values.__wrapped__
+        Function.get_call_type = call_type if on else call_type.__wrapped__
+        TargetContext.get_function = get_function if on else get_function.__wrapped__
         calls[0] = 0
         cres = compile_cuda(py, types.void, sig, fastmath=True, nvvm_options={"fastmath": True, "opt": 3}, cc=(9, 0))
         irs[(mma, on)] = norm(cres.library.get_llvm_str())
@@ -86,7 +92,7 @@ def results(tmp_path_factory) -> dict:
 
 
 def test_speedups_are_applied_and_flag_values_unchanged(results: dict) -> None:
-    assert results["applied"] == [True, True]
+    assert results["applied"] == [True, True, True]
     assert results["values_same"]
 
 
