@@ -325,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(25)
         s.write("\n--- by own time ---\n")
         pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
+        if os.environ.get("COMPILE_BENCH_CALLERS"):   # who calls a function, e.g. COMPILE_BENCH_CALLERS=refresh
+            pstats.Stats(prof, stream=s).sort_stats("cumulative").print_callers(os.environ["COMPILE_BENCH_CALLERS"])
         print(s.getvalue())
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
