@@ -49,7 +49,9 @@ def test_live_progress_candidates_selection_and_stop():
     from mirage_lab.search import worker
 
     worker._WORKER_CACHE.clear()
-    w = mi.lab.explore(program(), workers=1, max_kernel_ops=3, refresh_interval=0.2)
+    # A search long enough to stop by hand: the small program's (max_kernel_ops=3) ended in about 3 s on the
+    # CPU box on 2026-11-28, before the checks below reached the Stop button; this one takes about 30 s there.
+    w = mi.lab.explore(ex.rms_norm_linear_program(16, 1024, 1024), workers=1, max_kernel_ops=5, refresh_interval=0.2)
     try:
         assert w.state == "running"
         # Progress, as the widget shows it, rises while the search runs.
@@ -69,7 +71,7 @@ def test_live_progress_candidates_selection_and_stop():
         assert _until(lambda: len(w.table.body.children) >= 1, 30)
         rows = _row_texts(w)
         assert rows[0].split()[:3] == ["0", "1", "1"]  # index 0, one kernel, one block graph
-        assert "KiB" in rows[0] and "—" in rows[0]     # est. bytes; no latency without a GPU
+        assert re.search(r"\d (KiB|MiB)", rows[0]) and "—" in rows[0]     # est. bytes; no latency without a GPU
         assert _until(lambda: w.selected == 0, 5)
         assert w.detail_svg.lstrip().startswith("<?xml") and "<svg" in w.detail_svg
         assert w.drawing.outputs[0]["data"]["image/svg+xml"] == w.detail_svg   # the inspector, SVG as fallback
