@@ -20,6 +20,7 @@ from typing import Any
 
 from ..cpus import usable_cpus
 from .allocator import keep_freed_memory
+from ..errors import MirageLabError
 from .inputs import SearchInputError
 from .lifetime import child_init, mark_multiprocessing_temp, sigint_blocked
 from .worker import run_tasks
@@ -136,6 +137,23 @@ CUDA_FINGERPRINT_WORKERS = 4
 FORKSERVER_PRELOAD = ["mirage_lab.search.worker", "mirage_lab.search.generator", "numpy", "z3"]
 
 
+class ScriptReimportError(MirageLabError, RuntimeError):
+    """A search's helper process, started by forkserver or spawn, died importing the caller's script again."""
+
+
+def script_reimport_hint(method: str) -> str:
+    """Why a helper started by ``method`` can die at once: it imports the caller's script again, and an
+    unguarded script starts a search there too (multiprocessing refuses that: "bootstrapping phase")."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if method == "fork" or not path:
+        return ""
+    why = ("this process already holds a CUDA context, which forked workers could not use"
+           if os.environ.get("MIRAGE_LAB_SEARCH_START") is None else f"MIRAGE_LAB_SEARCH_START={method}")
+    return (f" The search's workers start by {method} because {why}, and {method} imports {path} again in "
+            f"each of them: put that script's top-level code under `if __name__ == \"__main__\":`, or run "
+            f"the search before the script first uses the GPU.")
+
+
 def start_method() -> str:
     """How a search's processes start: ``fork`` on Linux while this process holds no CUDA context.
 
@@ -196,8 +214,16 @@ class Pool:
             _EARLIER.add(self.executor)
         mark_multiprocessing_temp()   # before the Manager starts: a forked one puts its socket there
         self._manager = SyncManager(ctx=ctx)
-        with sigint_blocked():   # until the child ignores Ctrl-C (lifetime.py)
-            self._manager.start(child_init, (parent,))
+        try:
+            with sigint_blocked():   # until the child ignores Ctrl-C (lifetime.py)
+                self._manager.start(child_init, (parent,))
+        except (EOFError, OSError) as e:   # the helper died while starting: say why where we can
+            hint = script_reimport_hint(ctx.get_start_method())
+            if not hint:
+                raise
+            self.executor.shutdown(wait=False, cancel_futures=True)
+            raise ScriptReimportError(f"the search's helper process died while starting "
+                                      f"({type(e).__name__}).{hint}") from e
         self._futures: list[Any] = []
 
     def make_channel(self) -> Any:

@@ -121,3 +121,24 @@ def test_a_search_from_a_forkserver_finds_what_a_forked_search_finds(tmp_path, m
         monkeypatch.setenv("MIRAGE_LAB_SEARCH_START", start)
         found[start] = run_python(FIND_ALL, tmp_path, timeout=300)
     assert found["fork"] and found["forkserver"] == found["fork"]
+
+
+def test_an_unguarded_script_whose_workers_cannot_fork_gets_a_clear_error(tmp_path):
+    # With CUDA held, the workers start from a forkserver, which imports the caller's script again; an
+    # unguarded script then starts a search inside the helper, which multiprocessing refuses
+    import os
+    import subprocess
+
+    script = tmp_path / "unguarded.py"
+    script.write_text("from mirage_lab import examples as ex\nfrom mirage_lab.search import search\n"
+                      "for ev in search(ex.rms_norm_linear_program(4, 64, 64), workers=2, max_kernel_ops=3):\n"
+                      "    pass\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "MIRAGE_LAB_SEARCH_START": "forkserver",
+           "PYTHONPATH": os.pathsep.join([root] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=180)
+    assert r.returncode != 0
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("mirage_lab.search.executors.ScriptReimportError:"), r.stderr[-2000:]
+    assert str(script) in last and 'if __name__ == "__main__":' in last
