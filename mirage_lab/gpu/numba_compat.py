@@ -123,6 +123,25 @@ def _checked_numba_cuda() -> bool:
     return getattr(numba_cuda, "__version__", "").startswith("0.30.")
 
 
+def _compile_memo(slots: list, outside: bool = False) -> dict | None:
+    """The memo of the compile running now (its ``ConfigStack`` flags object), made on first use.
+
+    ``slots``: ``[(flags, memo)]``, newest last, at most :data:`_TYPING_MEMOS`. Outside a compile (no
+    flags): ``None``, or with ``outside`` one memo for all such calls (the call typing's rule)."""
+    from numba.cuda.core.targetconfig import ConfigStack
+
+    flags = ConfigStack.top_or_none()
+    if flags is None and not outside:
+        return None
+    for f, m in reversed(slots):
+        if f is flags:
+            return m
+    memo: dict = {}
+    slots.append((flags, memo))   # holds the flags, so its id is not reused while the memo lives
+    del slots[:-_TYPING_MEMOS]
+    return memo
+
+
 def _memoized_call_typing() -> bool:
     """Type each (function, argument types) call once per compile, not once per call site and pass.
 
@@ -142,7 +161,7 @@ def _memoized_call_typing() -> bool:
         return False
     try:
         from numba.cuda import types as _t
-        from numba.cuda.core.targetconfig import ConfigStack
+        from numba.cuda.core.targetconfig import ConfigStack  # noqa: F401  (the layout _compile_memo reads)
         from numba.cuda.typing.context import BaseContext
     except Exception:  # pragma: no cover - another numba layout: keep its own method
         return False
@@ -156,16 +175,7 @@ def _memoized_call_typing() -> bool:
     def resolve_function_type(self, func, args, kws):  # same answers as numba's, once per compile
         if not isinstance(func, memoized):
             return original(self, func, args, kws)
-        flags = ConfigStack.top_or_none()
-        memo = None
-        for f, m in reversed(slots):
-            if f is flags:
-                memo = m
-                break
-        if memo is None:
-            memo = {}
-            slots.append((flags, memo))   # holds the flags, so its id is not reused while the memo lives
-            del slots[:-_TYPING_MEMOS]
+        memo = _compile_memo(slots, outside=True)
         try:
             key = (self, func, tuple(args), tuple(sorted(kws.items())) if kws else ())
             hit = memo.get(key, miss)
@@ -227,23 +237,6 @@ def _fast_flag_values() -> bool:
 
 
 FAST_FLAG_VALUES = _fast_flag_values()
-
-
-def _compile_memo(slots: list) -> dict | None:
-    """The memo of the compile running now (its ``ConfigStack`` flags object), made on first use; ``None``
-    outside a compile. ``slots``: ``[(flags, memo)]``, newest last, at most :data:`_TYPING_MEMOS`."""
-    from numba.cuda.core.targetconfig import ConfigStack
-
-    flags = ConfigStack.top_or_none()
-    if flags is None:
-        return None
-    for f, m in reversed(slots):
-        if f is flags:
-            return m
-    memo: dict = {}
-    slots.append((flags, memo))   # holds the flags, so its id is not reused while the memo lives
-    del slots[:-_TYPING_MEMOS]
-    return memo
 
 
 def _memoized_lowering_lookups() -> bool:

@@ -829,6 +829,7 @@ def local_gpu_cluster(gpus: int | Sequence[int] | None = None, *, per_gpu: int =
     # answering (units pending for minutes: the CPython 3.11 deadlock in stop_worker_profiler's docstring,
     # which every cluster's tuning tasks now avoid); the tuning does not use the profiles
     dask.config.set({"distributed.worker.profile.enabled": False})
+
     class PatientNanny(Nanny):
         # dask gives a worker 5 s to exit (4 s, then SIGKILL and a 1 s join) and raises TimeoutError out of
         # the cluster's close past that; a GPU worker's exit (CUDA context teardown, its compile pool) can

@@ -19,8 +19,8 @@ from multiprocessing.managers import SyncManager
 from typing import Any
 
 from ..cpus import usable_cpus
-from .allocator import keep_freed_memory
 from ..errors import MirageLabError
+from .allocator import keep_freed_memory
 from .inputs import SearchInputError
 from .lifetime import child_init, mark_multiprocessing_temp, sigint_blocked
 from .worker import run_tasks
