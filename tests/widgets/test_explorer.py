@@ -49,9 +49,10 @@ def test_live_progress_candidates_selection_and_stop():
     from mirage_lab.search import worker
 
     worker._WORKER_CACHE.clear()
-    # A search long enough to stop by hand: the small program's (max_kernel_ops=3) ended in about 3 s on the
-    # CPU box on 2026-11-28, before the checks below reached the Stop button; this one takes about 30 s there.
-    w = mi.lab.explore(ex.rms_norm_linear_program(16, 1024, 1024), workers=1, max_kernel_ops=5, refresh_interval=0.2)
+    # A search long enough to stop by hand, with states streaming steadily: with max_kernel_ops=3 it ended in
+    # about 3 s on the CPU box on 2026-11-28, before the checks below reached the Stop button; at 16x1024x1024
+    # its states came in bursts (two values in 2.4 s under CI's load); this one takes about 11 s idle.
+    w = mi.lab.explore(program(), workers=1, max_kernel_ops=6, refresh_interval=0.2)
     try:
         assert w.state == "running"
         # Progress, as the widget shows it, rises while the search runs.
