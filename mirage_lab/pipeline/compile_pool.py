@@ -151,6 +151,8 @@ class CompilePool:
             if self._closed:
                 return
             self._closed = True
+        if self.program_warmup is not None:   # a prewarm child no tuning took
+            self.program_warmup.cancel()
         self.pool.terminate()
         self.pool.join()
 

@@ -85,6 +85,7 @@ class ProgramResult(Measured):
     lowering: str
     runner: Any = field(default=None, repr=False, metadata={"stored": False})  # callable like a compiled kernel: runner(inputs, graph=...); rebuilt, never stored
     compile_s: float | None = None
+    prewarm_s: float | None = None   # torch.compile's build in a child process before compile_s (.prewarm)
     rel_err: float | None = None
     error: str | None = None
     timings: dict[str, Any] = field(default_factory=dict)
@@ -93,7 +94,7 @@ class ProgramResult(Measured):
         """One flat record (JSON-ready) for tables."""
         return {"lowering": self.lowering, "median_us": None if self.median_us == float("inf") else round(self.median_us, 2),
                 "rel_err": self.rel_err, "compile_s": None if self.compile_s is None else round(self.compile_s, 1),
-                "error": self.error}
+                "prewarm_s": None if self.prewarm_s is None else round(self.prewarm_s, 1), "error": self.error}
 
 
 def _error(e: BaseException, limit: int = 800) -> str:
@@ -157,6 +158,8 @@ class ProgramWarmup:
     ``torch.compile`` wrapper, so the measuring inputs, of the same shapes, dtypes and device,
     hit its compiled code) and only waits for what is left of the compile. The inputs here are
     random tensors of the program's input shapes: a compile does not depend on their values.
+    On a GPU the long build runs first in a child process (:mod:`.prewarm`), which keeps this
+    process's GIL for the search and the timings; the build here then hits inductor's caches.
 
         >>> w = ProgramWarmup(program, "torch.compile")     # doctest: +SKIP
         >>> res, waited_s = w.take("torch.compile")         # doctest: +SKIP
@@ -168,15 +171,32 @@ class ProgramWarmup:
         self.program, self.lowering, self.device = program, lowering, device
         self.result: ProgramResult | None = None
         self.error: str | None = None   # why the warm-up failed (the tuner then builds the lowering itself)
+        self.prewarm_s: float | None = None       # the child process's build (mirage_lab.pipeline.prewarm)
+        self.prewarm_error: str | None = None
+        self._prewarm: Any = None
+        self._cancelled = False
         self._thread = threading.Thread(target=self._build, name=f"mirage_lab-warm-{lowering}", daemon=True)
         self._thread.start()
 
     def _build(self) -> None:
         from types import SimpleNamespace
 
+        from . import prewarm
         from .compile_pool import lower_priority
 
         lower_priority(thread=True)   # behind the search's workers, as the compile processes (inductor's too)
+        if self.lowering == "torch.compile" and self.device == "cuda" and prewarm.enabled():
+            # first in a child process: the long build there, then the one here hits inductor's caches
+            try:
+                self._prewarm = prewarm.Prewarm(self.program, self.device)
+                if self._cancelled:
+                    self._prewarm.cancel()
+                self.prewarm_s, self.prewarm_error = self._prewarm.wait()
+            except Exception as e:  # noqa: BLE001 - the build here still runs
+                self.prewarm_error = _error(e)
+        if self._cancelled:
+            self.error = "cancelled"
+            return
         try:
             import torch
 
@@ -184,6 +204,12 @@ class ProgramWarmup:
             self.result = build_program_lowering(self.program, self.lowering, SimpleNamespace(inputs=xs))
         except BaseException as e:  # noqa: BLE001 - never lost: take() returns None and the tuner builds it itself
             self.error = _error(e)
+
+    def cancel(self) -> None:
+        """Stop a build no tuning will take (its child process at once; a build in this process runs out)."""
+        self._cancelled = True
+        if self._prewarm is not None:
+            self._prewarm.cancel()
 
     def ready(self) -> bool:
         """The build has ended (built or failed): :meth:`take` will not wait."""
@@ -196,6 +222,8 @@ class ProgramWarmup:
         t0 = time.perf_counter()
         self._thread.join()
         res, self.result = self.result, None   # taken once: a second tuning builds its own
+        if res is not None:
+            res.prewarm_s = self.prewarm_s
         return None if res is None else (res, time.perf_counter() - t0)
 
 

@@ -4,8 +4,9 @@ Every contender is timed with CUDA events after a warm-up, many repeats, median 
 p10/p90. Inputs are rotated over several copies (enough that the copies together exceed
 twice the L2 cache) so each timed call reads its weights from HBM, not from the 50 MB L2.
 Before each batch of timed calls the GPU is held by a short sleep kernel, so the host
-queues the whole batch ahead and the events measure device time, not Python launch gaps;
-``python_call_us`` measures the latter separately (wall clock per call).
+queues the whole batch ahead and the events measure device time, not Python launch gaps; a
+batch the host could not queue before the GPU woke is measured again (:func:`time_calls`).
+``python_call_us`` measures the launch gaps separately (wall clock per call).
 
     >>> import mirage_lab as mi
     >>> k = mi.runtime.compile(fused_graph)                          # doctest: +SKIP
@@ -93,27 +94,56 @@ def _summary(name: str, mode: str, samples: list[float], copies: int, **extra: A
     return Timing(name, mode, statistics.median(samples), qs[0], qs[-1], len(samples), copies, dict(extra))
 
 
+SLEEP_CYCLES_PER_CALL = 200_000    # ~0.1 ms of GPU sleep per queued call (1.98 GHz)
+MAX_SLEEP_CYCLES_PER_CALL = 20_000_000   # ~10 ms: the most a stalled host is given before its batch is kept
+MAX_STALLED_BATCHES = 12           # batches thrown away for a stalled host before one is kept (and flagged)
+
+
 def time_calls(calls: Sequence[Callable[[], Any]], *, name: str = "", mode: str = "cuda_graph",
                warmup: int = 10, repeats: int = 200, batch: int = 50) -> Timing:
-    """Device time per call with CUDA events; ``calls[i % len(calls)]`` runs the i-th repeat."""
+    """Device time per call with CUDA events; ``calls[i % len(calls)]`` runs the i-th repeat.
+
+    Each batch is queued behind a sleep kernel, and kept only if the host queued all of it before
+    the GPU woke: otherwise a host stall (a busy CPU, another thread holding the GIL: torch.compile
+    building beside the tuner) left the GPU idle between an event and its call, and the sample
+    measured the stall. On the H200 two tuning samples read 448 and 367 µs for a 17 µs kernel that
+    way, and ruled out every variant. A stalled batch is thrown away and the next one sleeps 4x
+    longer; after ``MAX_STALLED_BATCHES`` the batch is kept and ``extra["host_stalled"]`` says so.
+    """
     n = len(calls)
     for i in range(warmup):
         calls[i % n]()
     torch.cuda.synchronize()
     samples: list[float] = []
     i = 0
+    sleep = SLEEP_CYCLES_PER_CALL
+    stalled = 0
+    kept_stalled = False
     while len(samples) < repeats:
         b = min(batch, repeats - len(samples))
         ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(b)]
-        torch.cuda._sleep(200_000 * b)  # ~0.1 ms per call: the host queues the batch ahead of the GPU
+        torch.cuda._sleep(sleep * b)  # the host queues the batch ahead of the GPU
+        awake = torch.cuda.Event()
+        awake.record()
         for s, e in ev:
             s.record()
             calls[i % n]()
             e.record()
             i += 1
+        ahead = not awake.query()   # the GPU still sleeps: every call was queued before it ran
         torch.cuda.synchronize()
+        if not ahead and stalled < MAX_STALLED_BATCHES:
+            stalled += 1
+            sleep = min(4 * sleep, MAX_SLEEP_CYCLES_PER_CALL)
+            continue
+        kept_stalled = kept_stalled or not ahead
         samples += [s.elapsed_time(e) * 1e3 for s, e in ev]
-    return _summary(name, mode, samples, n)
+    extra: dict[str, Any] = {}
+    if stalled:
+        extra["stalled_batches"] = stalled
+    if kept_stalled:
+        extra["host_stalled"] = True
+    return _summary(name, mode, samples, n, **extra)
 
 
 def time_python(call: Callable[[], Any], *, name: str = "", mode: str = "python_call", iters: int = 200,

@@ -1,0 +1,104 @@
+"""torch.compile of a program in a child process, so that the tuner's own build of it hits inductor's caches.
+
+torch.compile's first build of a program is 10-40 s of dynamo, AOT autograd and inductor, most of it
+Python holding the GIL. Built in a thread of the process that searches and tunes (as
+:class:`~.contenders.ProgramWarmup` did), it competed with that process's own threads for 36 s on the
+H200 (2026-11-28): the README example's search counted 68 states in the 9 s after its first candidate,
+and two tuning samples read 448 and 367 µs for a 17 µs kernel. Here the build runs in a separate interpreter, at a lower priority; it fills
+inductor's on-disk caches (FX graph, AOT autograd, Triton, autotuning), and the build in the tuner's
+process that follows finds its compiled code there.
+
+The child gets the program as JSON in a file and exits when its parent does.
+
+    >>> seconds, error = prewarm_torch_compile(program)      # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ..ir.kernel_graph import KernelGraph
+
+PREWARM_TIMEOUT_S = 600.0   # a build that takes longer is abandoned: the tuner's process builds it itself
+_ENV_OFF = "MIRAGE_LAB_PREWARM"   # "0": build torch.compile only in the tuner's process, as before
+
+
+def enabled() -> bool:
+    """Whether torch.compile is prewarmed in a child process (``MIRAGE_LAB_PREWARM=0`` turns it off)."""
+    return os.environ.get(_ENV_OFF, "1") != "0"
+
+
+class Prewarm:
+    """The child process building torch.compile of ``program`` on ``device``; :meth:`wait` for it."""
+
+    def __init__(self, program: KernelGraph, device: str = "cuda") -> None:
+        self.t0 = time.perf_counter()
+        fd, self._path = tempfile.mkstemp(prefix="mirage_lab-prewarm-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            f.write(program.to_json())
+        root = str(Path(__file__).resolve().parents[2])   # this mirage_lab, wherever the caller imported it from
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mirage_lab.pipeline.prewarm", self._path, device, str(os.getpid())],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+
+    def wait(self, timeout: float = PREWARM_TIMEOUT_S) -> tuple[float, str | None]:
+        """Seconds the build took and why it failed (``None``: built)."""
+        try:
+            _, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.cancel()
+            return time.perf_counter() - self.t0, f"prewarm: no build within {timeout:g} s"
+        finally:
+            self._remove()
+        secs = time.perf_counter() - self.t0
+        if self.proc.returncode != 0:
+            tail = (err or b"").decode(errors="replace").strip().splitlines()[-3:]
+            return secs, f"prewarm exited {self.proc.returncode}: {' | '.join(tail)}"[:500]
+        return secs, None
+
+    def cancel(self) -> None:
+        """Stop the child (the tuning no longer needs it)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._remove()
+
+    def _remove(self) -> None:
+        try:
+            os.unlink(self._path)
+        except OSError:
+            pass
+
+
+def _build(path: str, device: str) -> None:
+    from ..ir.serialize import from_json
+    from .compile_pool import lower_priority
+
+    lower_priority()
+    program = from_json(Path(path).read_text())
+    import torch
+
+    from ..runtime.program import ProgramFunction
+
+    xs = [torch.randn(tuple(t.dims), device=device).to(t.dtype.torch) for t in program.inputs]
+    ProgramFunction(program, compiled=True)(xs)
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def main(argv: list[str] | None = None) -> Any:
+    path, device, parent = (argv if argv is not None else sys.argv[1:])[:3]
+    from ..search.lifetime import exit_with_parent
+
+    exit_with_parent(int(parent))
+    _build(path, device)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""torch.compile built first in a child process: the build in this process then hits inductor's caches."""
+import time
+
+import pytest
+import torch
+
+from mirage_lab import examples as ex
+from mirage_lab.pipeline import prewarm
+from mirage_lab.runtime.program import ProgramFunction
+
+
+def test_the_childs_build_is_a_cache_hit_here(monkeypatch, tmp_path):
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))   # empty: only the child fills it
+    g = ex.rms_norm_linear_program(4, 64, 48)
+    secs, err = prewarm.Prewarm(g, "cpu").wait()
+    assert err is None and secs > 0
+    torch._dynamo.reset()
+    counters.clear()
+    xs = [torch.randn(tuple(t.dims)).to(t.dtype.torch) for t in g.inputs]
+    out = ProgramFunction(g, compiled=True)(xs)[0]
+    assert counters["inductor"]["fxgraph_cache_hit"] == 1 and counters["inductor"]["fxgraph_cache_miss"] == 0
+    ref = ProgramFunction(g, compiled=False)(xs)[0]
+    torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
+
+
+def test_a_child_that_fails_says_why(tmp_path):
+    p = prewarm.Prewarm(ex.rms_norm_linear_program(4, 64, 48), "no-such-device")
+    secs, err = p.wait()
+    assert err is not None and "prewarm exited 1" in err and "no-such-device" in err.lower()
+
+
+def test_cancel_stops_the_child_and_removes_its_file():
+    import os
+
+    p = prewarm.Prewarm(ex.rms_norm_linear_program(4, 64, 48), "cpu")
+    time.sleep(0.2)
+    p.cancel()
+    assert p.proc.poll() is not None and not os.path.exists(p._path)
+
+
+def test_the_switch(monkeypatch):
+    monkeypatch.setenv("MIRAGE_LAB_PREWARM", "0")
+    assert not prewarm.enabled()
+    monkeypatch.delenv("MIRAGE_LAB_PREWARM")
+    assert prewarm.enabled()
