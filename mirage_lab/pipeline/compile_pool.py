@@ -84,6 +84,7 @@ class CompilePool:
         self.done: dict[str, tuple[float, str | None]] = {}   # the same keys -> (seconds, error)
         self._closed = False
         self.program_warmup: Any = None          # a ProgramWarmup (torch.compile of the program), once started
+        self._prewarm: Any = None                # its child process (.prewarm), started before the search
 
     # ------------------------------------------------------------------ speculation during the search
     def speculate(self, graph: KernelGraph) -> int:
@@ -138,12 +139,26 @@ class CompilePool:
         return cb
 
     # ------------------------------------------------------------------ lifetime
+    def prewarm_program(self, program: KernelGraph) -> None:
+        """Start torch.compile of ``program`` in a child process now (:mod:`.prewarm`), before the search forks
+        its workers: a process, not a thread, so the fork is safe. The tuner waits for torch.compile (the
+        program always races), so its build is on the critical path: started at the search's first
+        progress event, at a low priority, it took 58 s on the 16-core H200 host and the tuning waited."""
+        from . import prewarm
+        from .contenders import PROGRAM_LOWERINGS, program_lowerings_for
+
+        if prewarm.enabled() and "torch.compile" in program_lowerings_for(program, PROGRAM_LOWERINGS, True):
+            try:
+                self._prewarm = prewarm.Prewarm(program, "cuda")
+            except Exception:  # noqa: BLE001 - no child to be had: the warm-up builds it in this process
+                self._prewarm = None
+
     def warm_program(self, program: KernelGraph) -> None:
         """Start torch.compile of ``program`` in a background thread, for the tuner to take (where it will race)."""
         from .contenders import PROGRAM_LOWERINGS, ProgramWarmup, program_lowerings_for
 
         if "torch.compile" in program_lowerings_for(program, PROGRAM_LOWERINGS, True):
-            self.program_warmup = ProgramWarmup(program, "torch.compile")
+            self.program_warmup = ProgramWarmup(program, "torch.compile", prewarm=self._prewarm)
 
     def close(self) -> None:
         """Stop every process (compiles still running are dropped; finished ones stay in the disk cache)."""
@@ -153,6 +168,8 @@ class CompilePool:
             self._closed = True
         if self.program_warmup is not None:   # a prewarm child no tuning took
             self.program_warmup.cancel()
+        elif self._prewarm is not None:
+            self._prewarm.cancel()
         self.pool.terminate()
         self.pool.join()
 

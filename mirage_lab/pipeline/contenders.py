@@ -165,7 +165,9 @@ class ProgramWarmup:
         >>> res, waited_s = w.take("torch.compile")         # doctest: +SKIP
     """
 
-    def __init__(self, program: KernelGraph, lowering: str = "torch.compile", device: str = "cuda") -> None:
+    def __init__(self, program: KernelGraph, lowering: str = "torch.compile", device: str = "cuda",
+                 prewarm: Any = None) -> None:
+        """``prewarm``: a :class:`~.prewarm.Prewarm` child already building (started before the search)."""
         import threading
 
         self.program, self.lowering, self.device = program, lowering, device
@@ -173,7 +175,7 @@ class ProgramWarmup:
         self.error: str | None = None   # why the warm-up failed (the tuner then builds the lowering itself)
         self.prewarm_s: float | None = None       # the child process's build (mirage_lab.pipeline.prewarm)
         self.prewarm_error: str | None = None
-        self._prewarm: Any = None
+        self._prewarm: Any = prewarm
         self._cancelled = False
         self._thread = threading.Thread(target=self._build, name=f"mirage_lab-warm-{lowering}", daemon=True)
         self._thread.start()
@@ -185,10 +187,12 @@ class ProgramWarmup:
         from .compile_pool import lower_priority
 
         lower_priority(thread=True)   # behind the search's workers, as the compile processes (inductor's too)
-        if self.lowering == "torch.compile" and self.device == "cuda" and prewarm.enabled():
+        if self._prewarm is not None or (self.lowering == "torch.compile" and self.device == "cuda"
+                                         and prewarm.enabled()):
             # first in a child process: the long build there, then the one here hits inductor's caches
             try:
-                self._prewarm = prewarm.Prewarm(self.program, self.device)
+                if self._prewarm is None:
+                    self._prewarm = prewarm.Prewarm(self.program, self.device)
                 if self._cancelled:
                     self._prewarm.cancel()
                 self.prewarm_s, self.prewarm_error = self._prewarm.wait()

@@ -4,7 +4,8 @@ torch.compile's first build of a program is 10-40 s of dynamo, AOT autograd and 
 Python holding the GIL. Built in a thread of the process that searches and tunes (as
 :class:`~.contenders.ProgramWarmup` did), it competed with that process's own threads for 36 s on the
 H200 (2026-11-28): the README example's search counted 68 states in the 9 s after its first candidate,
-and two tuning samples read 448 and 367 µs for a 17 µs kernel. Here the build runs in a separate interpreter, at a lower priority; it fills
+and two tuning samples read 448 and 367 µs for a 17 µs kernel. Here the build runs in a separate interpreter, started before the search
+(at the search's priority: the tuner waits for torch.compile, so its build is on the critical path); it fills
 inductor's on-disk caches (FX graph, AOT autograd, Triton, autotuning), and the build in the tuner's
 process that follows finds its compiled code there.
 
@@ -41,16 +42,17 @@ class Prewarm:
         fd, self._path = tempfile.mkstemp(prefix="mirage_lab-prewarm-", suffix=".json")
         with os.fdopen(fd, "w") as f:
             f.write(program.to_json())
+        self._err = tempfile.TemporaryFile()   # not a pipe: inductor's warnings could fill one and block the child
         root = str(Path(__file__).resolve().parents[2])   # this mirage_lab, wherever the caller imported it from
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mirage_lab.pipeline.prewarm", self._path, device, str(os.getpid())],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._err, env=env)
 
     def wait(self, timeout: float = PREWARM_TIMEOUT_S) -> tuple[float, str | None]:
         """Seconds the build took and why it failed (``None``: built)."""
         try:
-            _, err = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.cancel()
             return time.perf_counter() - self.t0, f"prewarm: no build within {timeout:g} s"
@@ -58,7 +60,8 @@ class Prewarm:
             self._remove()
         secs = time.perf_counter() - self.t0
         if self.proc.returncode != 0:
-            tail = (err or b"").decode(errors="replace").strip().splitlines()[-3:]
+            self._err.seek(0)
+            tail = self._err.read()[-4000:].decode(errors="replace").strip().splitlines()[-3:]
             return secs, f"prewarm exited {self.proc.returncode}: {' | '.join(tail)}"[:500]
         return secs, None
 
@@ -70,6 +73,8 @@ class Prewarm:
         self._remove()
 
     def _remove(self) -> None:
+        if self.proc.poll() is not None and self.proc.returncode == 0:
+            self._err.close()
         try:
             os.unlink(self._path)
         except OSError:
@@ -78,9 +83,7 @@ class Prewarm:
 
 def _build(path: str, device: str) -> None:
     from ..ir.serialize import from_json
-    from .compile_pool import lower_priority
 
-    lower_priority()
     program = from_json(Path(path).read_text())
     import torch
 

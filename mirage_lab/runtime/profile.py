@@ -95,8 +95,8 @@ def _summary(name: str, mode: str, samples: list[float], copies: int, **extra: A
 
 
 SLEEP_CYCLES_PER_CALL = 200_000    # ~0.1 ms of GPU sleep per queued call (1.98 GHz)
-MAX_SLEEP_CYCLES_PER_CALL = 20_000_000   # ~10 ms: the most a stalled host is given before its batch is kept
-MAX_STALLED_BATCHES = 12           # batches thrown away for a stalled host before one is kept (and flagged)
+MAX_SLEEP_CYCLES = 400_000_000     # ~0.2 s: the longest sleep a batch is queued behind
+MAX_STALLED_BATCHES = 40           # batches thrown away for a stalled host before one is kept (and flagged)
 
 
 def time_calls(calls: Sequence[Callable[[], Any]], *, name: str = "", mode: str = "cuda_graph",
@@ -104,11 +104,12 @@ def time_calls(calls: Sequence[Callable[[], Any]], *, name: str = "", mode: str 
     """Device time per call with CUDA events; ``calls[i % len(calls)]`` runs the i-th repeat.
 
     Each batch is queued behind a sleep kernel, and kept only if the host queued all of it before
-    the GPU woke: otherwise a host stall (a busy CPU, another thread holding the GIL: torch.compile
-    building beside the tuner) left the GPU idle between an event and its call, and the sample
-    measured the stall. On the H200 two tuning samples read 448 and 367 µs for a 17 µs kernel that
-    way, and ruled out every variant. A stalled batch is thrown away and the next one sleeps 4x
-    longer; after ``MAX_STALLED_BATCHES`` the batch is kept and ``extra["host_stalled"]`` says so.
+    the GPU woke: otherwise a host stall (a busy CPU, another thread holding the GIL) left the GPU
+    idle between an event and its call, and the sample measured the stall. On the H200 two tuning
+    samples read 448 and 367 µs for a 17 µs kernel that way, while torch.compile built in a thread
+    of the tuner's process, and ruled out every variant. A stalled batch is thrown away, and the
+    next one is half as long behind a sleep twice as long per call; after ``MAX_STALLED_BATCHES``
+    stalled batches are kept, and ``extra["host_stalled"]`` says so.
     """
     n = len(calls)
     for i in range(warmup):
@@ -116,13 +117,13 @@ def time_calls(calls: Sequence[Callable[[], Any]], *, name: str = "", mode: str 
     torch.cuda.synchronize()
     samples: list[float] = []
     i = 0
-    sleep = SLEEP_CYCLES_PER_CALL
+    per_call, most = SLEEP_CYCLES_PER_CALL, batch
     stalled = 0
     kept_stalled = False
     while len(samples) < repeats:
-        b = min(batch, repeats - len(samples))
+        b = min(most, repeats - len(samples))
         ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(b)]
-        torch.cuda._sleep(sleep * b)  # the host queues the batch ahead of the GPU
+        torch.cuda._sleep(min(per_call * b, MAX_SLEEP_CYCLES))  # the host queues the batch ahead of the GPU
         awake = torch.cuda.Event()
         awake.record()
         for s, e in ev:
@@ -134,7 +135,7 @@ def time_calls(calls: Sequence[Callable[[], Any]], *, name: str = "", mode: str 
         torch.cuda.synchronize()
         if not ahead and stalled < MAX_STALLED_BATCHES:
             stalled += 1
-            sleep = min(4 * sleep, MAX_SLEEP_CYCLES_PER_CALL)
+            per_call, most = 2 * per_call, max(1, most // 2)
             continue
         kept_stalled = kept_stalled or not ahead
         samples += [s.elapsed_time(e) * 1e3 for s, e in ev]

@@ -87,6 +87,7 @@ def test_a_failed_warm_up_is_built_again_by_the_tuner(builds):
 def test_superoptimize_starts_the_warm_up_after_the_search_has_its_workers(monkeypatch):
     # Started before the search, the warm-up's CUDA and thread made the search spawn its workers
     # (or fork beside a busy thread): the README example's search then visited no state in 30 s.
+    # Its child process (prewarm) starts first: the tuner waits for torch.compile's build.
     from mirage_lab.search import Progress
 
     order = []
@@ -97,6 +98,9 @@ def test_superoptimize_starts_the_warm_up_after_the_search_has_its_workers(monke
 
         def on_candidates(self, on_event):
             return on_event
+
+        def prewarm_program(self, program):
+            order.append("prewarm")
 
         def warm_program(self, program):
             order.append("warm-up")
@@ -115,7 +119,8 @@ def test_superoptimize_starts_the_warm_up_after_the_search_has_its_workers(monke
 
     best = pl.superoptimize(g, workers=2, cache=False, progress=False, on_event=on_event, search_seconds=5)
     assert best.graph is not None
-    assert order[:2] == ["progress", "warm-up"] and order.count("warm-up") == 1
+    # the prewarm is a child process (no thread, no CUDA here): it starts before the search forks
+    assert order[:3] == ["prewarm", "progress", "warm-up"] and order.count("warm-up") == 1
 
 
 @pytest.mark.skipif(not hasattr(os, "getpriority"), reason="process priorities")

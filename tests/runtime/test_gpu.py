@@ -189,7 +189,7 @@ def test_timing_is_not_inflated_by_a_thread_holding_the_gil():
     x = torch.randn(1 << 20, device="cuda")
     y = torch.empty_like(x)
     calls = [lambda: torch.add(x, 1.0, out=y)]
-    quiet = time_calls(calls, repeats=200).median_us
+    quiet = time_calls(calls, repeats=50).median_us
     stop = threading.Event()
 
     def hog() -> None:   # pure Python: holds the GIL for whole switch intervals
@@ -201,7 +201,7 @@ def test_timing_is_not_inflated_by_a_thread_holding_the_gil():
     for t in threads:
         t.start()
     try:
-        busy = time_calls(calls, repeats=200)
+        busy = time_calls(calls, repeats=50)
     finally:
         stop.set()
         for t in threads:
