@@ -44,7 +44,7 @@ class Prewarm:
             f.write(program.to_json())
         self._err = tempfile.TemporaryFile()   # not a pipe: inductor's warnings could fill one and block the child
         root = str(Path(__file__).resolve().parents[2])   # this mirage_lab, wherever the caller imported it from
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        env = child_env(root)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mirage_lab.pipeline.prewarm", self._path, device, str(os.getpid())],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._err, env=env)
@@ -79,6 +79,19 @@ class Prewarm:
             os.unlink(self._path)
         except OSError:
             pass
+
+
+def child_env(root: str) -> dict[str, str]:
+    """The child's environment: this mirage_lab importable, and inductor compiling in the child itself.
+
+    Inductor's default compiles Triton kernels in a pool of up to one process per core, each importing
+    torch: on a 16-core host, 16 more interpreters starting while the search's 16 workers and the tuner's
+    16 compile processes run. The programs here lower to a few kernels, which one process compiles in a
+    few seconds. (Not measured on the GPU host yet; a user's own setting is kept.)
+    """
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    return env
 
 
 def _build(path: str, device: str) -> None:

@@ -45,3 +45,12 @@ def test_the_switch(monkeypatch):
     assert not prewarm.enabled()
     monkeypatch.delenv("MIRAGE_LAB_PREWARM")
     assert prewarm.enabled()
+
+
+def test_the_child_imports_this_mirage_lab_and_compiles_in_one_process(monkeypatch):
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    env = prewarm.child_env("/here")
+    assert env["PYTHONPATH"].split(":") == ["/here", "/elsewhere"] and env["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "8")    # the user's own setting stands
+    assert prewarm.child_env("/here")["TORCHINDUCTOR_COMPILE_THREADS"] == "8"
