@@ -617,7 +617,10 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
     try:
         if not sim and results:  # compiles start before the program's lowerings are built and timed
             if pool is None:
-                pool = mp.get_context("spawn").Pool(n_workers)
+                from ..search.lifetime import main_not_reimported
+
+                with main_not_reimported():   # the caller's script is not run again in each process
+                    pool = mp.get_context("spawn").Pool(n_workers)
 
             def submit(i: int, pool: Any = pool) -> None:
                 r = results[i]

@@ -75,7 +75,10 @@ class CompilePool:
         self.speculative = max(1, speculative if speculative is not None else self.workers // 4)
         self.max_candidates = max_candidates
         self.cache_dir = None if cache_dir is None else str(cache_dir)
-        self.pool = mp.get_context("spawn").Pool(self.workers, initializer=_warm)
+        from ..search.lifetime import main_not_reimported
+
+        with main_not_reimported():   # the caller's script is not run again in each compile process
+            self.pool = mp.get_context("spawn").Pool(self.workers, initializer=_warm)
         self._lock = threading.Lock()
         self._in_flight = 0
         self._speculated = 0

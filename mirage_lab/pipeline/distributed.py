@@ -365,7 +365,10 @@ def _compile_pool(n: int) -> Any:
         if _POOL is None or _POOL[0] != n:
             if _POOL is not None:
                 _POOL[1].terminate()
-            _POOL = (n, mp.get_context("spawn").Pool(n))
+            from ..search.lifetime import main_not_reimported
+
+            with main_not_reimported():   # the worker's script is not run again in each process
+                _POOL = (n, mp.get_context("spawn").Pool(n))
         return _POOL[1]
 
 

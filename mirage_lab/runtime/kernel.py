@@ -341,5 +341,9 @@ def precompile(graphs: Sequence[KernelGraph | tuple[KernelGraph, CodegenOptions]
     n = workers or min(len(jobs), usable_cpus())
     if n <= 1:
         return [compile_and_launch(j) for j in jobs]
-    with mp.get_context("spawn").Pool(n) as pool:
+    from ..search.lifetime import main_not_reimported
+
+    with main_not_reimported():   # the caller's script is not run again in each process
+        pool = mp.get_context("spawn").Pool(n)
+    with pool:
         return pool.map(compile_and_launch, jobs, chunksize=1)

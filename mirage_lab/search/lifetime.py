@@ -59,6 +59,49 @@ def sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+_SKIP_MAIN = threading.local()
+
+
+@contextmanager
+def main_not_reimported() -> Iterator[None]:
+    """Processes started by spawn or forkserver in this block do not import the caller's script again.
+
+    multiprocessing runs a script's top level again in each such child (as ``__mp_main__``), for
+    objects defined there; our helpers are handed only mirage_lab's functions and plain data. A
+    script that imports torch at its top level had each of 16 search workers import it again when
+    the parent held CUDA (its workers then come from a forkserver): a second ``superoptimize`` in
+    ``e2e_bench.py`` saw its first state 13.5-20 s after the call on the H200 host, against 4-5 s for
+    the first (forked) one, the likely cause (not yet re-measured there). An unguarded script would
+    even start a second search in each child.
+    Applies to processes started by this thread; fork is unaffected (it copies the parent).
+    """
+    _install_preparation_filter()
+    before = getattr(_SKIP_MAIN, "on", False)
+    _SKIP_MAIN.on = True
+    try:
+        yield
+    finally:
+        _SKIP_MAIN.on = before
+
+
+def _install_preparation_filter() -> None:
+    from multiprocessing import spawn
+
+    if getattr(spawn.get_preparation_data, "_mirage_lab", False):
+        return
+    original = spawn.get_preparation_data
+
+    def get_preparation_data(name: str) -> dict:
+        data = original(name)
+        if getattr(_SKIP_MAIN, "on", False):
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+        return data
+
+    get_preparation_data._mirage_lab = True  # type: ignore[attr-defined]
+    spawn.get_preparation_data = get_preparation_data
+
+
 def exit_with_parent(parent_pid: int) -> None:
     """Make this process exit (silently) as soon as ``parent_pid`` is no longer its parent (or, for a
     child of a forkserver, as soon as ``parent_pid`` has ended)."""
