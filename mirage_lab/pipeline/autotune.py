@@ -384,11 +384,30 @@ def _check(res: VariantResult, mi: MeasuringInputs, cache_dir: str | None, tol: 
         return None
 
 
+# A variant measured this many times its estimate or more is timed once more, and the faster timing stands.
+OUTLIER_FACTOR = 2.0
+
+
 def _time(res: VariantResult, kernel: Any, mi: MeasuringInputs, repeats: int, timer: Any) -> None:
-    """Time a checked variant: the timer's CUDA-graph replay over rotated input copies (as every contender)."""
+    """Time a checked variant: the timer's CUDA-graph replay over rotated input copies (as every contender).
+
+    A time ``OUTLIER_FACTOR`` or more above the variant's estimate is taken again and the smaller of the two
+    kept: interference (another process's kernels on the GPU, torch.compile's autotuning among them) only
+    ever adds time, and one such reading calibrates the stopping rule for the variant's whole group or
+    kind. On the H200 two inflated readings (448 and 367 µs for 16-19 µs estimates) ruled out the other
+    77 variants of the README example, and torch.compile came back instead of a μGraph 7 % faster.
+    """
+    def once() -> Any:
+        return timer.graph(res.variant.tag, kernel.check_inputs, lambda s: kernel.capture(s).replay, mi.inputs, repeats)
+
     try:
-        res.timings["cuda_graph"] = timer.graph(res.variant.tag, kernel.check_inputs, lambda s: kernel.capture(s).replay,
-                                                mi.inputs, repeats)
+        t = once()
+        est = res.estimate.us
+        if est > 0 and t.median_us >= OUTLIER_FACTOR * est:
+            first, again = t, once()
+            t = min(first, again, key=lambda x: x.median_us)
+            t.extra = {**t.extra, "retimed_us": [round(first.median_us, 2), round(again.median_us, 2)]}
+        res.timings["cuda_graph"] = t
     except Exception as e:
         res.error = f"timing failed: {type(e).__name__}: {e}"[:800]
 

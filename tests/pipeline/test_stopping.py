@@ -66,3 +66,33 @@ def test_a_group_calibrated_by_its_kind_sends_its_first_pending_variant_the_rest
     # once m2's first is timed, its own calibration rules on the others: 9.5 * 1.2 = 11.4 in, 30 * 1.2 = 36 out
     items[1] = ("m2", 9.0, 10.8)
     assert possible_winners(items, best_us=10.0, margin=0.25, kind=KIND, safety=2.5, wait=True) == [2]
+
+
+def test_a_time_far_above_its_estimate_is_taken_again_and_the_faster_stands():
+    # On the H200 two readings 20-27x their estimates (a busy host) calibrated the stopping rule and
+    # ruled out the other 77 variants of the README example.
+    from types import SimpleNamespace
+
+    from mirage_lab.pipeline.autotune import OUTLIER_FACTOR, _time
+    from mirage_lab.runtime.profile import Timing
+
+    def run(readings, estimate):
+        calls = []
+
+        class Timer:
+            def graph(self, name, check_inputs, capture, inputs, repeats):
+                us = readings[len(calls)]
+                calls.append(us)
+                return Timing(name, "cuda_graph", us, us, us, repeats)
+
+        res = SimpleNamespace(variant=SimpleNamespace(tag="v"), estimate=SimpleNamespace(us=estimate),
+                              timings={}, error=None)
+        _time(res, SimpleNamespace(check_inputs=None, capture=None), SimpleNamespace(inputs=[]), 10, Timer())
+        return res.timings["cuda_graph"], calls
+
+    t, calls = run([448.0, 18.8], 16.3)
+    assert calls == [448.0, 18.8] and t.median_us == 18.8 and t.extra["retimed_us"] == [448.0, 18.8]
+    t, calls = run([448.0, 450.0], 16.3)                  # slow both times: it is slow
+    assert t.median_us == 448.0 and len(calls) == 2
+    t, calls = run([OUTLIER_FACTOR * 10 - 1, 5.0], 10.0)   # within the factor: timed once
+    assert calls == [19.0] and "retimed_us" not in t.extra
