@@ -1,17 +1,15 @@
 """torch.compile of a program in a child process, so that the tuner's own build of it hits inductor's caches.
 
-torch.compile's first build of a program is 10-40 s of dynamo, AOT autograd and inductor, most of it
-Python holding the GIL. Built in a thread of the process that searches and tunes (as
-:class:`~.contenders.ProgramWarmup` did), it competed with that process's own threads for 36 s on the
-H200 (2026-11-28): the README example's search counted 68 states in the 9 s after its first candidate,
-and two tuning samples read 448 and 367 µs for a 17 µs kernel. Here the build runs in a separate interpreter, started before the search
-(at the search's priority: the tuner waits for torch.compile, so its build is on the critical path); it fills
-inductor's on-disk caches (FX graph, AOT autograd, Triton, autotuning), and the build in the tuner's
-process that follows finds its compiled code there.
+Opt-in (``MIRAGE_LAB_PREWARM=1``; :func:`enabled` says why it is off by default). torch.compile's first
+build of a program is 10-40 s of dynamo, AOT autograd and inductor, most of it Python holding the GIL.
+Built in a thread of the process that searches and tunes (:class:`~.contenders.ProgramWarmup`), it
+shares that process with the search's coordinator and the tuner's timings. Here the build runs in a
+separate interpreter, started before the search (at the search's priority: the tuner waits for
+torch.compile, so its build is on the critical path); it fills inductor's on-disk caches (FX graph,
+AOT autograd, Triton, autotuning), and the build in the tuner's process that follows finds its
+compiled code there. The child gets the program as JSON in a file and exits when its parent does.
 
-The child gets the program as JSON in a file and exits when its parent does.
-
-    >>> seconds, error = prewarm_torch_compile(program)      # doctest: +SKIP
+    >>> seconds, error = Prewarm(program).wait()      # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -26,12 +24,19 @@ from typing import Any
 from ..ir.kernel_graph import KernelGraph
 
 PREWARM_TIMEOUT_S = 600.0   # a build that takes longer is abandoned: the tuner's process builds it itself
-_ENV_OFF = "MIRAGE_LAB_PREWARM"   # "0": build torch.compile only in the tuner's process, as before
+_ENV = "MIRAGE_LAB_PREWARM"   # "1": build torch.compile in a child process first
 
 
 def enabled() -> bool:
-    """Whether torch.compile is prewarmed in a child process (``MIRAGE_LAB_PREWARM=0`` turns it off)."""
-    return os.environ.get(_ENV_OFF, "1") != "0"
+    """Whether torch.compile is prewarmed in a child process: off unless ``MIRAGE_LAB_PREWARM=1``.
+
+    Off by default since measured: on the H200 host the child took 44-64 s under the search's load
+    (its own imports of torch, CUDA and inductor included), then 1-11 s more in the tuner's process,
+    where the thread alone took 12-37 s for the same programs (2026-11-28, night). The timings the
+    thread's GIL once inflated are now thrown away or taken again (``runtime.profile.time_calls``,
+    ``pipeline.autotune._time``). Kept for a machine where a child pays off (more cores than workers).
+    """
+    return os.environ.get(_ENV, "0") == "1"
 
 
 class Prewarm:
