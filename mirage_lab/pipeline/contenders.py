@@ -184,9 +184,10 @@ class ProgramWarmup:
         from types import SimpleNamespace
 
         from . import prewarm
-        from .compile_pool import lower_priority
-
-        lower_priority(thread=True)   # behind the search's workers, as the compile processes (inductor's too)
+        # At the search's priority, not behind it: the tuner waits for torch.compile (the program always
+        # races), so this build is on superoptimize's critical path. Behind the search's workers (nice 10)
+        # it built in 40.3 s beside a 2-worker search on the 2-core CPU box, at their priority in 15.6-17.2 s;
+        # on the H200 host the README example's niced build took 36.5 s and the tuning waited for it.
         if self._prewarm is not None or (self.lowering == "torch.compile" and self.device == "cuda"
                                          and prewarm.enabled()):
             # first in a child process: the long build there, then the one here hits inductor's caches

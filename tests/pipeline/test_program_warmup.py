@@ -124,8 +124,10 @@ def test_superoptimize_starts_the_warm_up_after_the_search_has_its_workers(monke
 
 
 @pytest.mark.skipif(not hasattr(os, "getpriority"), reason="process priorities")
-def test_the_warm_up_thread_and_compile_processes_run_behind_the_search(builds):
-    from mirage_lab.pipeline.compile_pool import COMPILE_NICE, lower_priority
+def test_the_warm_up_thread_runs_at_the_searchs_priority(builds):
+    # the tuner waits for torch.compile, so its build is on the critical path: niced behind the search's
+    # workers it took 40.3 s beside a 2-worker search on the CPU box, 15.6-17.2 s at their priority
+    from mirage_lab.pipeline.compile_pool import lower_priority
 
     seen = []
     real = contenders.build_program_lowering
@@ -141,6 +143,5 @@ def test_the_warm_up_thread_and_compile_processes_run_behind_the_search(builds):
     finally:
         contenders.build_program_lowering = real
     me = os.getpriority(os.PRIO_PROCESS, 0)
-    assert seen == [min(19, me + COMPILE_NICE)]
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == me    # this thread untouched
+    assert seen == [me]
     lower_priority(nice=0)    # best effort and harmless
