@@ -157,8 +157,11 @@ _VERSIONS: dict[str, str] = {}
 
 
 def search_key(graph: KernelGraph, config: str | None, settings: dict[str, Any],
-               search_seconds: float | None) -> dict[str, Any]:
+               search_seconds: float | None, stop_when_quiet: bool | None = None) -> dict[str, Any]:
     """The search layer's key: program, shapes, dtypes, result-changing settings, versions.
+
+    ``stop_when_quiet`` enters the key only where it differs from what came with ``search_seconds``
+    before it was a setting (the quiet rule ran exactly when a ceiling was given): those keys stay as they were.
 
     Raises the search's own ``SearchConfigError`` for a bad setting, as the search would.
     """
@@ -173,7 +176,9 @@ def search_key(graph: KernelGraph, config: str | None, settings: dict[str, Any],
     return {"layer": "search", "program": graph.content_hash(),
             "inputs": [[list(t.dims), t.dtype.name] for t in graph.inputs],
             "settings": json.loads(json.dumps(fields, sort_keys=True, default=str)),
-            "search_seconds": search_seconds, "mirage_lab": _version("search")}
+            "search_seconds": search_seconds, "mirage_lab": _version("search"),
+            **({} if stop_when_quiet is None or stop_when_quiet == (search_seconds is not None)
+               else {"stop_when_quiet": stop_when_quiet})}
 
 
 def tuning_key(search: dict[str, Any], *, tune: bool, max_candidates: int, tune_seconds: float,
@@ -280,7 +285,7 @@ class Lookup:
 
     def __init__(self, graph: KernelGraph, config: str | None, settings: dict[str, Any], *,
                  search_seconds: float | None, enabled: bool = True, say: Any = None,
-                 on_event: Any = None) -> None:
+                 on_event: Any = None, stop_when_quiet: bool | None = None) -> None:
         self.graph = graph
         self.enabled = enabled
         self.say = say or (lambda line: None)
@@ -291,7 +296,7 @@ class Lookup:
             from ..search import SearchConfigError
 
             try:
-                self.skey = search_key(graph, config, settings, search_seconds)
+                self.skey = search_key(graph, config, settings, search_seconds, stop_when_quiet)
             except SearchConfigError:
                 raise
             except Exception:  # a program the search refuses: its own error, from the search, says why
@@ -315,9 +320,11 @@ class Lookup:
         self._search_hit = (path, created)
         return res
 
-    def save_search(self, res: Any) -> None:
-        """Store a finished search (one cut short by ``search_seconds`` too, that being in the key, if it found any)."""
-        if not self.enabled or res.errors or (res.cancelled and (self.search_seconds is None or not res.candidates)):
+    def save_search(self, res: Any, quiet_stopped: bool = False) -> None:
+        """Store a finished search (one cut short by ``search_seconds`` or the quiet rule too, both in the key,
+        if it found any)."""
+        if not self.enabled or res.errors or (res.cancelled and not quiet_stopped
+                                              and (self.search_seconds is None or not res.candidates)):
             return  # lost subtrees, a cancel by the caller, or nothing found in time (a faster run may): not reused
         store(self.skey, {f.name: getattr(res, f.name) for f in dataclasses.fields(res)
                           if f.name not in ("program", "measurements")})

@@ -359,3 +359,29 @@ def test_a_search_cut_short_is_kept_under_its_seconds_unless_it_found_nothing():
         with pytest.raises(NoCandidateError):
             run(ex.rms_norm_linear_program(4, 64, 64), search_seconds=1.0, cancel=token)
     assert len(entries("search")) == 1
+
+
+def test_the_quiet_rule_stops_a_search_without_a_ceiling_and_its_result_is_kept(monkeypatch):
+    # superoptimize() with no search_seconds stops once the best estimate is quiet (here at once), and
+    # that result is cached like one cut by a ceiling; stop_when_quiet=False searches to the end
+    import mirage_lab.pipeline as pl
+    from mirage_lab.pipeline.search_stop import Plateau
+
+    monkeypatch.setattr(pl, "Plateau", lambda: Plateau(min_quiet_s=0.0, quiet_ratio=0.0))
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    quiet, events = run(g)
+    assert searched(events) and quiet.search_result.cancelled
+    assert "has not improved" in quiet.search_result.stop_reason
+    again, events = run(g)
+    assert not searched(events)                          # from the cache
+    assert again.search_result.stats.candidates == quiet.search_result.stats.candidates
+    full, events = run(g, stop_when_quiet=False)
+    assert searched(events) and not full.search_result.cancelled     # another key: searched, to the end
+    assert full.search_result.stats.candidates > quiet.search_result.stats.candidates
+
+
+def test_the_quiet_rules_key_part_leaves_earlier_keys_as_they_were():
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    k = lambda *a: mc.search_key(g, None, dict(SMALL_SEARCH), *a)   # noqa: E731
+    assert k(None) == k(None, False) and k(30.0) == k(30.0, True)    # the combinations that existed before
+    assert k(None, True) != k(None) and k(30.0, False) != k(30.0)
