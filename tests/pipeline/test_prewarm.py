@@ -1,28 +1,36 @@
-"""torch.compile built first in a child process: the build in this process then hits inductor's caches."""
+"""torch.compile built first in a child process (opt-in): the tuner's own build then hits inductor's caches."""
 import time
-
-import pytest
-import torch
 
 from mirage_lab import examples as ex
 from mirage_lab.pipeline import prewarm
+
+
+CHECK = r"""
+import json, torch
+from torch._dynamo.utils import counters
+from mirage_lab import examples as ex
 from mirage_lab.runtime.program import ProgramFunction
+g = ex.rms_norm_linear_program(4, 64, 48)
+xs = [torch.randn(tuple(t.dims)).to(t.dtype.torch) for t in g.inputs]
+out = ProgramFunction(g, compiled=True)(xs)[0]
+ref = ProgramFunction(g, compiled=False)(xs)[0]
+print("RESULTS " + json.dumps({"hit": counters["inductor"]["fxgraph_cache_hit"],
+                               "miss": counters["inductor"]["fxgraph_cache_miss"],
+                               "err": ((out.float() - ref.float()).norm() / ref.float().norm()).item()}))
+"""
 
 
 def test_the_childs_build_is_a_cache_hit_here(monkeypatch, tmp_path):
-    from torch._dynamo.utils import counters
+    # the build after the child's, as the tuner's process makes it (a process whose inductor has not yet
+    # run: this test's own process may have compiled elsewhere already, with its cache folder fixed)
+    from proc_helpers import run_python
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))   # empty: only the child fills it
     g = ex.rms_norm_linear_program(4, 64, 48)
     secs, err = prewarm.Prewarm(g, "cpu").wait()
     assert err is None and secs > 0
-    torch._dynamo.reset()
-    counters.clear()
-    xs = [torch.randn(tuple(t.dims)).to(t.dtype.torch) for t in g.inputs]
-    out = ProgramFunction(g, compiled=True)(xs)[0]
-    assert counters["inductor"]["fxgraph_cache_hit"] == 1 and counters["inductor"]["fxgraph_cache_miss"] == 0
-    ref = ProgramFunction(g, compiled=False)(xs)[0]
-    torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
+    r = run_python(CHECK, tmp_path, timeout=300)
+    assert r["hit"] == 1 and r["miss"] == 0 and r["err"] < 2e-2
 
 
 def test_a_child_that_fails_says_why(tmp_path):
