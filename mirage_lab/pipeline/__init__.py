@@ -22,8 +22,8 @@ from ..ir import hooks
 from ..ir.kernel_graph import KernelGraph
 from ..search import NoCandidateError, SearchResult, run_search, search
 from ..search.settings_check import validate_search_settings
-from .autotune import (ProgramDone, TuneFinished, TuneReport, TuneStarted, VariantDone, VariantResult, autotune,
-                       plan_variants)
+from .autotune import (ProgramDone, ProgramWaiting, TuneFinished, TuneReport, TuneStarted, VariantDone, VariantResult,
+                       autotune, plan_variants)
 from .cache import CacheHit, CacheWarning, Lookup
 from .compile_pool import CompilePool, start_early
 from .search_stop import Plateau
@@ -114,7 +114,8 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
     it, the program itself (``best.is_program``, ``best.winner``; ``best.report.summary()``
     says so and by how much it is faster than torch eager). Without a GPU the cost model picks
     candidate and options. ``on_event`` receives the search's events and the tuner's
-    (:class:`TuneStarted`, :class:`ProgramDone`, :class:`VariantDone`, :class:`TuneFinished`).
+    (:class:`TuneStarted`, :class:`ProgramDone`, :class:`ProgramWaiting`, :class:`VariantDone`,
+    :class:`TuneFinished`).
     The search stops once the cost model's best candidate has not improved by 5 % for max(5 s, half
     the time it took to appear) (:mod:`.search_stop`; ``stop_when_quiet=False`` searches to the end:
     the residual RMSNorm + QKV of LLaMA-3 8B took over 4 minutes on the H200 host that way, and on the
@@ -278,6 +279,6 @@ hooks.install(call=_call, search=search, superoptimize=superoptimize)
 __all__ = ["superoptimize", "autotune", "OptimizedGraph", "TuneReport", "VariantResult", "TuneStarted", "VariantDone",
            "TuneFinished", "Variant", "lowering_variants", "with_block_dim", "estimate", "Estimate", "plan_variants",
            "measuring_inputs", "MeasuringInputs", "gpu_available", "shortlist", "SearchResult", "NoCandidateError",
-           "select_fastest", "Selection", "Candidate", "with_options", "ProgramResult", "ProgramDone", "Timer", "CudaGraphTimer",
+           "select_fastest", "Selection", "Candidate", "with_options", "ProgramResult", "ProgramDone", "ProgramWaiting", "Timer", "CudaGraphTimer",
            "result_from_report", "CacheHit", "CacheWarning", "ProgressBars", "CompilePool", "LIBRARIES",
            "LibraryLowering", "library_lowerings"]

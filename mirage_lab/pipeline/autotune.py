@@ -305,6 +305,15 @@ class ProgramDone:
 
 
 @dataclass
+class ProgramWaiting:
+    """The tuner waits for one of the program's own lowerings still building (torch.compile's warm-up):
+    every variant that could win is measured, and the program must race before anything is returned."""
+
+    lowering: str
+    elapsed: float
+
+
+@dataclass
 class TuneFinished:
     report: TuneReport
 
@@ -465,8 +474,11 @@ class _Tuning:
     def race_ready(self, block: bool = True) -> None:
         """Race the program's lowerings not raced yet; without ``block``, skip a warm-up that is still building."""
         for name in list(self._to_race):
-            if not block and self._warm is not None and self._warm.lowering == name and not self._warm.ready():
+            building = self._warm is not None and self._warm.lowering == name and not self._warm.ready()
+            if not block and building:
                 continue
+            if building:
+                self.emit(ProgramWaiting(name, time.monotonic() - self.t0))
             self._to_race.remove(name)
             self._race_one(name, self._warm)
 

@@ -24,6 +24,7 @@ class ProgressBars:
         self.best_us = math.inf
         self.best_tag = ""
         self.states = self.candidates = 0
+        self.programs: dict[str, float] = {}   # the program's own lowerings timed so far (µs)
 
     def _bar(self, desc: str, total: int, unit: str) -> Any:
         from tqdm.auto import tqdm
@@ -32,7 +33,7 @@ class ProgressBars:
 
     def __call__(self, ev: Any) -> None:
         from ..search import CandidateFound, Finished, Progress
-        from .autotune import TuneFinished, TuneStarted, VariantDone
+        from .autotune import ProgramDone, ProgramWaiting, TuneFinished, TuneStarted, VariantDone
 
         if isinstance(ev, (Progress, CandidateFound, Finished)):
             self._search(ev.stats, done=isinstance(ev, Finished))
@@ -45,6 +46,13 @@ class ProgressBars:
                 self.best_us, self.best_tag = r.median_us, r.variant.tag
             self.tune.set_postfix_str(self._best(), refresh=False)   # drawn by the update
             self.tune.update(max(0, ev.done - self.tune.n))
+        elif isinstance(ev, ProgramWaiting) and self.tune is not None:
+            # the variants are done; the tuner waits for the program's own lowering (it always races)
+            self.tune.set_postfix_str(f"{self._best()}; waiting for {ev.lowering} of the program to build",
+                                      refresh=True)
+        elif isinstance(ev, ProgramDone) and self.tune is not None and ev.result.ok and ev.result.timings:
+            self.programs[ev.result.lowering] = ev.result.median_us
+            self.tune.set_postfix_str(self._best(), refresh=True)
         elif isinstance(ev, TuneFinished) and self.tune is not None:
             self.tune.set_postfix_str(self._final(ev.report), refresh=True)
             self.close()
@@ -64,7 +72,9 @@ class ProgressBars:
             self._close_search()
 
     def _best(self) -> str:
-        return f"best {self.best_us:.2f} µs ({self.best_tag})" if math.isfinite(self.best_us) else "no timing yet"
+        best = f"best {self.best_us:.2f} µs ({self.best_tag})" if math.isfinite(self.best_us) else "no timing yet"
+        progs = ", ".join(f"{k} {v:.2f} µs" for k, v in self.programs.items())
+        return f"{best}; {progs}" if progs else best
 
     def _final(self, report: Any) -> str:
         if not report.timed:

@@ -85,3 +85,21 @@ def test_superoptimize_draws_a_widget_in_a_notebook(tmp_path):
     widgets = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
     assert widgets, outputs
     assert not any(o.get("name") == "stderr" and "search:" in o.get("text", "") for o in outputs)
+
+
+def test_the_tuning_bar_says_when_it_waits_for_the_programs_own_lowering():
+    # every variant that could win is measured; torch.compile of the program still builds (the tuner waits)
+    from mirage_lab.pipeline import ProgramDone, ProgramWaiting
+    from mirage_lab.pipeline.contenders import ProgramResult
+
+    out = io.StringIO()
+    bars = ProgressBars(file=out, mininterval=0)
+    bars(TuneStarted(variants=2, candidates=1, budget_s=60, workers=2, input_policy="randn"))
+    bars(VariantDone(_result(0, 20.0), 1, 2, 1.0))
+    bars(ProgramWaiting("torch.compile", 5.0))
+    assert "best 20.00 µs (cand0/t128/pw0-regNone-acc128); waiting for torch.compile of the program to build" \
+        in out.getvalue()
+    p = ProgramResult("torch.compile", rel_err=1e-4)
+    p.timings["cuda_graph"] = Timing("torch.compile", "cuda_graph", 18.0, 18, 18, 100)
+    bars(ProgramDone(p, 9.0))
+    assert "best 20.00 µs (cand0/t128/pw0-regNone-acc128); torch.compile 18.00 µs" in out.getvalue()
