@@ -113,6 +113,7 @@ def test_clicking_a_row_the_level_switch_and_export(page, lab):
     # A candidate with a for-loop (accumulators, divide after the loop) draws the richer block graph.
     texts = [rows.nth(i).text_content().replace("\u00a0", " ").split() for i in range(rows.count())]
     pick = next((t for t in texts if t[4] == "4"), texts[-1])
+    shown = ex.locator(".mlab-drawing-pane svg.mlg-svg").first.inner_html()   # the selected candidate's drawing
     rows.nth(texts.index(pick)).click()
     detail = ex.locator(".mlab-detail").first
     page.wait_for_function("([el, idx]) => el.textContent.includes('candidate #' + idx + ' ')",
@@ -120,6 +121,13 @@ def test_clicking_a_row_the_level_switch_and_export(page, lab):
     assert detail.text_content() != before
     svg = ex.locator(".mlab-drawing-pane svg.mlg-svg")
     svg.wait_for(state="visible")
+    # The title comes before the drawing: wait for this candidate's drawing, so the level switch below is not
+    # clicked while the kernel still paints the row's. Clicked then, the kernel drew the kernel level but the page
+    # kept showing the block level (2026-11-28: explorer.detail_svg had no "accum", the pane had).
+    for _ in range(80):
+        if svg.first.inner_html() != shown:
+            break
+        page.wait_for_timeout(250)
     block_svg = svg.inner_html()
     assert "accum" in block_svg
     pane = ex.locator(".mlab-drawing-pane").element_handle()  # persists; its content is replaced
