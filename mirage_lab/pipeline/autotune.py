@@ -27,7 +27,6 @@ makes the same race run there (the tests' fake timings).
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import queue
 import time
@@ -648,10 +647,9 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
     try:
         if not sim and results:  # compiles start before the program's lowerings are built and timed
             if pool is None:
-                from ..search.lifetime import main_not_reimported
+                from ..search.lifetime import spawn_pool
 
-                with main_not_reimported():   # the caller's script is not run again in each process
-                    pool = mp.get_context("spawn").Pool(n_workers)
+                pool = spawn_pool(n_workers)
 
             def submit(i: int, pool: Any = pool) -> None:
                 r = results[i]

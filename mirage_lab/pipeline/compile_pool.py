@@ -16,7 +16,6 @@ the search keeps most of the CPU; the tuner then reuses the same pool (``autotun
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import threading
 from typing import Any, Callable
@@ -75,10 +74,9 @@ class CompilePool:
         self.speculative = max(1, speculative if speculative is not None else self.workers // 4)
         self.max_candidates = max_candidates
         self.cache_dir = None if cache_dir is None else str(cache_dir)
-        from ..search.lifetime import main_not_reimported
+        from ..search.lifetime import spawn_pool
 
-        with main_not_reimported():   # the caller's script is not run again in each compile process
-            self.pool = mp.get_context("spawn").Pool(self.workers, initializer=_warm)
+        self.pool = spawn_pool(self.workers, initializer=_warm)
         self._lock = threading.Lock()
         self._in_flight = 0
         self._speculated = 0
@@ -143,10 +141,8 @@ class CompilePool:
 
     # ------------------------------------------------------------------ lifetime
     def prewarm_program(self, program: KernelGraph) -> None:
-        """Start torch.compile of ``program`` in a child process now (:mod:`.prewarm`), before the search forks
-        its workers: a process, not a thread, so the fork is safe. The tuner waits for torch.compile (the
-        program always races), so its build is on the critical path: started at the search's first
-        progress event, at a low priority, it took 58 s on the 16-core H200 host and the tuning waited."""
+        """With ``MIRAGE_LAB_PREWARM=1``, start torch.compile of ``program`` in a child process now
+        (:mod:`.prewarm`), before the search forks its workers: a process, not a thread, so the fork is safe."""
         from . import prewarm
         from .contenders import PROGRAM_LOWERINGS, program_lowerings_for
 

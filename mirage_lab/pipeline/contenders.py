@@ -158,8 +158,8 @@ class ProgramWarmup:
     ``torch.compile`` wrapper, so the measuring inputs, of the same shapes, dtypes and device,
     hit its compiled code) and only waits for what is left of the compile. The inputs here are
     random tensors of the program's input shapes: a compile does not depend on their values.
-    On a GPU the long build runs first in a child process (:mod:`.prewarm`), which keeps this
-    process's GIL for the search and the timings; the build here then hits inductor's caches.
+    With ``MIRAGE_LAB_PREWARM=1`` the long build runs first in a child process (:mod:`.prewarm`; off
+    by default: slower on the H200 host), and the build here then hits inductor's caches.
 
         >>> w = ProgramWarmup(program, "torch.compile")     # doctest: +SKIP
         >>> res, waited_s = w.take("torch.compile")         # doctest: +SKIP

@@ -359,16 +359,13 @@ def _compile_pool(n: int) -> Any:
     One pool per run put (programs tuned at once) × (cores / GPUs) processes on one worker: 8 programs
     at once on a 64-core, 1-GPU cluster made 512, and the worker then outlived the nanny's 5 s to close."""
     global _POOL
-    import multiprocessing as mp
-
     with _POOL_LOCK:
         if _POOL is None or _POOL[0] != n:
             if _POOL is not None:
                 _POOL[1].terminate()
-            from ..search.lifetime import main_not_reimported
+            from ..search.lifetime import spawn_pool
 
-            with main_not_reimported():   # the worker's script is not run again in each process
-                _POOL = (n, mp.get_context("spawn").Pool(n))
+            _POOL = (n, spawn_pool(n))
         return _POOL[1]
 
 

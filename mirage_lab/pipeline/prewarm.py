@@ -67,7 +67,9 @@ class Prewarm:
         if self.proc.returncode != 0:
             self._err.seek(0)
             tail = self._err.read()[-4000:].decode(errors="replace").strip().splitlines()[-3:]
+            self._err.close()
             return secs, f"prewarm exited {self.proc.returncode}: {' | '.join(tail)}"[:500]
+        self._err.close()
         return secs, None
 
     def cancel(self) -> None:
@@ -76,10 +78,9 @@ class Prewarm:
             self.proc.kill()
             self.proc.wait()
         self._remove()
+        self._err.close()
 
     def _remove(self) -> None:
-        if self.proc.poll() is not None and self.proc.returncode == 0:
-            self._err.close()
         try:
             os.unlink(self._path)
         except OSError:

@@ -330,8 +330,6 @@ def precompile(graphs: Sequence[KernelGraph | tuple[KernelGraph, CodegenOptions]
 
     >>> precompile([g1, g2], workers=8)        # doctest: +SKIP
     """
-    import multiprocessing as mp
-
     jobs = []
     for item in graphs:
         g, o = item if isinstance(item, tuple) else (item, DEFAULT_OPTIONS)
@@ -341,9 +339,7 @@ def precompile(graphs: Sequence[KernelGraph | tuple[KernelGraph, CodegenOptions]
     n = workers or min(len(jobs), usable_cpus())
     if n <= 1:
         return [compile_and_launch(j) for j in jobs]
-    from ..search.lifetime import main_not_reimported
+    from ..search.lifetime import spawn_pool
 
-    with main_not_reimported():   # the caller's script is not run again in each process
-        pool = mp.get_context("spawn").Pool(n)
-    with pool:
+    with spawn_pool(n) as pool:
         return pool.map(compile_and_launch, jobs, chunksize=1)

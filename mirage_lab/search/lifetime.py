@@ -23,7 +23,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 OWNER_FILE = "mirage_lab_owner"
 TEMP_PREFIXES = ("mirage_lab_cancel_", "pymp-")
@@ -82,6 +82,15 @@ def main_not_reimported() -> Iterator[None]:
         yield
     finally:
         _SKIP_MAIN.on = before
+
+
+def spawn_pool(processes: int, **kw: Any) -> Any:
+    """A ``multiprocessing`` pool of spawned processes that do not run the caller's script again
+    (:func:`main_not_reimported`); ``kw`` go to ``Pool`` (``initializer``...)."""
+    import multiprocessing as mp
+
+    with main_not_reimported():
+        return mp.get_context("spawn").Pool(processes, **kw)
 
 
 def _install_preparation_filter() -> None:
