@@ -34,7 +34,7 @@ if TUNE is not False:   # tuning is timed on torch tensors; a CPU user choosing 
     import torch
 t2 = time.perf_counter()
 g = ex.rms_norm_linear_program(*SHAPE)
-best = mi.superoptimize(g, tune=TUNE, search_seconds=SEARCH_S, tune_seconds=TUNE_S, progress=False)
+best = mi.superoptimize(g, tune=TUNE, progress=False, **SECONDS)
 t3 = time.perf_counter()
 first = None
 if TUNE is not False and torch.cuda.is_available():
@@ -57,12 +57,15 @@ def main() -> None:
     ap.add_argument("--no-tune", action="store_true", help="superoptimize(tune=False): the cost model picks")
     ap.add_argument("--search-seconds", type=float, default=30.0)
     ap.add_argument("--tune-seconds", type=float, default=30.0)
+    ap.add_argument("--defaults", action="store_true",
+                    help="pass neither seconds: the README's own `graph.superoptimize()` call")
     ap.add_argument("--runs", type=int, default=3, help="processes in all: the first from scratch, then hits")
     ap.add_argument("--cache", type=Path, default=None, help="cache folder (default: a new temporary one)")
     args = ap.parse_args()
     cache = args.cache or Path(tempfile.mkdtemp(prefix="mirage_lab_cache_"))
     code = (_RUN.replace("SHAPE", repr(tuple(int(v) for v in args.shape.split("x"))))
-            .replace("TUNE_S", repr(args.tune_seconds)).replace("SEARCH_S", repr(args.search_seconds))
+            .replace("SECONDS", "{}" if args.defaults else
+                     repr({"search_seconds": args.search_seconds, "tune_seconds": args.tune_seconds}))
             .replace("TUNE", "False" if args.no_tune else "None"))
     env = dict(os.environ, MIRAGE_LAB_CACHE=str(cache), PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     for i in range(args.runs):

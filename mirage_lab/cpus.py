@@ -10,6 +10,7 @@ container CPU set, it started one search worker per CPU of the whole host. Pytho
 from __future__ import annotations
 
 import os
+from typing import Any
 
 
 def usable_cpus() -> int:
@@ -23,4 +24,23 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-__all__ = ["usable_cpus"]
+def one_blas_thread() -> Any:
+    """Limit this process's BLAS (numpy's OpenBLAS) to one thread; the threadpoolctl limiter, or ``None``.
+
+    Each search worker is one of a pool sized to the cores, and its fingerprints' float64 products
+    go through numpy's OpenBLAS, which starts a thread per core of the machine and spins them. On
+    the 16-core H200 host 16 workers then ran about 16 threads each: the README's complete search
+    took 30.8 s with 16 workers, 21.4 s with 8 (benchmarks/RESULTS.md, "2026-11-29"). A pool worker
+    calls this once at its start; the caller's own process is left as it is.
+    threadpoolctl (the library scikit-learn and joblib use for this) finds the BLAS that numpy
+    loaded, whatever its symbol prefix, and sets its threads at run time, after the fork.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+
+        return threadpool_limits(limits=1, user_api="blas")
+    except Exception:  # noqa: BLE001 - not installed, or no BLAS found: the workers run as before
+        return None
+
+
+__all__ = ["usable_cpus", "one_blas_thread"]

@@ -23,3 +23,27 @@ from mirage_lab.cpus import usable_cpus
 print("RESULTS " + json.dumps([usable_cpus(), type(executors.make_executor(None, None)).__name__]))
 """, tmp_path, timeout=120)
     assert out == [1, "Inline"]
+
+
+def test_a_search_worker_runs_numpy_blas_on_one_thread(tmp_path):
+    # numpy's OpenBLAS starts a thread per core in every process; with a search worker per core,
+    # the H200 host's 16 workers ran ~16 threads each and the complete README search took 30.8 s
+    # with 16 workers against 21.4 s with 8. The caller's own process keeps its threads.
+    out = run_python("""
+import json, multiprocessing as mp, os
+from concurrent.futures import ProcessPoolExecutor
+from threadpoolctl import threadpool_info
+from mirage_lab.search import executors
+
+def blas_threads():
+    return sorted({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+
+if __name__ == "__main__":
+    before = blas_threads()
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("fork"), initializer=executors._pool_worker_init,
+                             initargs=(os.getpid(), None)) as ex:
+        worker = ex.submit(blas_threads).result()
+    print("RESULTS " + json.dumps([before, worker, blas_threads()]))
+""", tmp_path, timeout=120)
+    before, worker, after = out
+    assert worker == [1] and after == before and before   # numpy has a BLAS; only the worker is limited

@@ -156,6 +156,7 @@ def superoptimize(graph: KernelGraph, config: str | None = None, *, tune: bool |
                 early = start_early(compile_workers, max_candidates)
                 if early is not None:
                     early.prewarm_program(graph)   # a child process: started before the search forks
+                    early.preload_compiler(graph)  # torch.compile's imports, overlapping the search's set-up
                     run_on = _once_workers_run(early.on_candidates(run_on), lambda: early.warm_program(graph))
             res = run_search(graph, config, on_event=run_on, **search_settings)
             if plateau is not None and plateau.stopped is not None:

@@ -152,6 +152,14 @@ class CompilePool:
             except Exception:  # noqa: BLE001 - no child to be had: the warm-up builds it in this process
                 self._prewarm = None
 
+    def preload_compiler(self, program: KernelGraph) -> None:
+        """Import torch.compile's machinery now, in a thread the search's fork waits for, where the
+        program will race torch.compile: the warm-up then starts with its imports done."""
+        from .contenders import PROGRAM_LOWERINGS, preload_compiler, program_lowerings_for
+
+        if "torch.compile" in program_lowerings_for(program, PROGRAM_LOWERINGS, True):
+            preload_compiler()
+
     def warm_program(self, program: KernelGraph) -> None:
         """Start torch.compile of ``program`` in a background thread, for the tuner to take (where it will race)."""
         from .contenders import PROGRAM_LOWERINGS, ProgramWarmup, program_lowerings_for

@@ -149,6 +149,39 @@ def build_program_lowering(program: KernelGraph, lowering: str, mi: MeasuringInp
     return res
 
 
+# What torch.compile's first call imports (dynamo, inductor, Triton's codegen), imported up front by
+# preload_compiler. In the warm-up thread, beside the search's workers and the tuner's thread, these
+# imports took 22 s of the README example's 28 s torch.compile build on the H200 host (py-spy,
+# benchmarks/RESULTS.md "2026-11-29"), and the tuner's timings stalled behind them (the GIL).
+COMPILER_MODULES = ("torch._dynamo", "torch._inductor.compile_fx", "torch._inductor.codegen.triton",
+                    "torch._inductor.runtime.triton_heuristics", "triton")
+
+
+def preload_compiler() -> Any:
+    """Import torch.compile's machinery (:data:`COMPILER_MODULES`) in a thread; returns the thread.
+
+    Imports touch no GPU, so the search may still fork; the thread is joined before it does
+    (:func:`mirage_lab.search.executors.join_before_fork`) and meanwhile overlaps the search's own
+    set-up. A module that is missing or fails to import is left to torch.compile to report.
+    """
+    import importlib
+    import threading
+
+    from ..search.executors import join_before_fork
+
+    def run() -> None:
+        for name in COMPILER_MODULES:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - e.g. no Triton: torch.compile says so when it runs
+                pass
+
+    t = threading.Thread(target=run, name="mirage_lab-preload-compiler", daemon=True)
+    t.start()
+    join_before_fork(t)
+    return t
+
+
 class ProgramWarmup:
     """One of the program's lowerings built in a background thread, while the search runs.
 

@@ -14,6 +14,7 @@ thread, words issued per phase). The sets below are the ones the hand tuning in
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
@@ -101,6 +102,26 @@ def lowering_variants(graph: KernelGraph, *, candidate: int = 0, threads: Sequen
     """
     if not graph.customized_ops:
         return [Variant(candidate, graph, CodegenOptions(), 0, "torch")]
+    memo_key = (graph.content_hash(), tuple(threads), tuple(o.astuple() for o in option_sets))
+    kept = _MEMO.get(memo_key)
+    if kept is None:
+        kept = [(v.graph, v.options, v.threads, v.source_key) for v in _lowering_variants(graph, threads, option_sets)]
+        _MEMO[memo_key] = kept
+        while len(_MEMO) > MEMO_SIZE:
+            _MEMO.popitem(last=False)
+    else:
+        _MEMO.move_to_end(memo_key)
+    return [Variant(candidate, g, o, t, key) for g, o, t, key in kept]
+
+
+# lowering_variants' answers by the graph's content: one candidate's variants are asked for by the
+# search's stop rule, the speculative compiles, the shortlist and the tuner, and each time cost a
+# generated module per (threads, options) pair, in the thread the torch.compile warm-up shares the GIL with
+MEMO_SIZE = 256
+_MEMO: "OrderedDict[tuple, list[tuple[KernelGraph, CodegenOptions, int, str]]]" = OrderedDict()
+
+
+def _lowering_variants(graph: KernelGraph, threads: Sequence[int], option_sets: Sequence[CodegenOptions]) -> list[Variant]:
     out: list[Variant] = []
     seen: set[str] = set()
     errors: list[str] = []
@@ -121,7 +142,7 @@ def lowering_variants(graph: KernelGraph, *, candidate: int = 0, threads: Sequen
             if key in seen:
                 continue
             seen.add(key)
-            out.append(Variant(candidate, g, o, t, key))
+            out.append(Variant(0, g, o, t, key))
     if not out:
         raise MirageLabError("no lowering of this μGraph could be generated: " + "; ".join(errors[:3]))
     return out

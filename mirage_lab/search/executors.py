@@ -18,7 +18,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from multiprocessing.managers import SyncManager
 from typing import Any
 
-from ..cpus import usable_cpus
+from ..cpus import one_blas_thread, usable_cpus
 from ..errors import MirageLabError
 from .allocator import keep_freed_memory
 from .inputs import SearchInputError
@@ -106,6 +106,21 @@ def _parent_holds_cuda() -> bool:
 _EARLIER: "weakref.WeakSet[ProcessPoolExecutor]" = weakref.WeakSet()
 
 
+# Threads this process must finish before it forks search workers (join_before_fork).
+_JOIN_BEFORE_FORK: "list[threading.Thread]" = []
+JOIN_BEFORE_FORK_S = 60.0
+
+
+def join_before_fork(thread: threading.Thread) -> None:
+    """Have the next search's fork wait for ``thread`` (at most ``JOIN_BEFORE_FORK_S``).
+
+    A thread that runs while this process forks leaves its locks (the import locks of the
+    modules it is importing, say) held in every child; a background thread that imports
+    registers here, and runs alongside whatever this process does before its search forks.
+    """
+    _JOIN_BEFORE_FORK.append(thread)
+
+
 def before_fork(wait: float = 2.0) -> None:
     """Make this process safe to fork search workers from: earlier pools gone, their garbage collected.
 
@@ -118,6 +133,8 @@ def before_fork(wait: float = 2.0) -> None:
     ``wait`` seconds to finish (their workers stop at the cancel flag), and the garbage is
     collected here, where the locks work, before forking.
     """
+    while _JOIN_BEFORE_FORK:
+        _JOIN_BEFORE_FORK.pop().join(JOIN_BEFORE_FORK_S)
     deadline = time.monotonic() + wait
     for ex in list(_EARLIER):
         t = getattr(ex, "_executor_manager_thread", None)
@@ -185,6 +202,7 @@ def _pool_worker_init(parent: int, cuda_slots: Any = None) -> None:
     whether it may take one of the pool's ``cuda_slots`` for GPU fingerprints."""
     child_init(parent)
     keep_freed_memory()
+    one_blas_thread()   # one worker per core: its BLAS must not start a thread per core too
     if cuda_slots is not None:
         from . import arrays
 
