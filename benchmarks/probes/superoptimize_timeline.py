@@ -100,6 +100,9 @@ def main() -> None:
     ap.add_argument("--tag", default="default")
     ap.add_argument("--out", type=Path, default=None, help="write the rows and events as JSON here")
     ap.add_argument("--kwargs", default="{}", help="superoptimize keyword arguments, JSON")
+    ap.add_argument("--preload", default=None,
+                    help="comma-separated modules to preload before the search forks instead of "
+                         "contenders.COMPILER_MODULES ('none': no preload)")
     a = ap.parse_args()
     os.environ.setdefault("MIRAGE_LAB_CACHE", tempfile.mkdtemp(prefix="mirage_lab_cache_"))
     import torch  # noqa: F401  (a user's script has it; not charged to the call)
@@ -109,6 +112,10 @@ def main() -> None:
     from mirage_lab.pipeline import ProgramDone, ProgramWaiting, TuneFinished, TuneStarted, VariantDone
     from mirage_lab.search import CandidateFound, Progress
 
+    if a.preload is not None:
+        from mirage_lab.pipeline import contenders
+
+        contenders.COMPILER_MODULES = () if a.preload == "none" else tuple(a.preload.split(","))
     g = ex.rms_norm_linear_program(*(int(v) for v in a.shape.split("x")))
     events: list[tuple[float, str, str]] = []
     first: dict[str, float] = {}
