@@ -118,7 +118,8 @@ def join_before_fork(thread: threading.Thread) -> None:
     modules it is importing, say) held in every child; a background thread that imports
     registers here, and runs alongside whatever this process does before its search forks.
     """
-    _JOIN_BEFORE_FORK.append(thread)
+    _JOIN_BEFORE_FORK[:] = [t for t in _JOIN_BEFORE_FORK if t.is_alive()]   # searches that never fork
+    _JOIN_BEFORE_FORK.append(thread)                                           # (forkserver) leave none behind
 
 
 def before_fork(wait: float = 2.0) -> None:

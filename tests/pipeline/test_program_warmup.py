@@ -173,3 +173,9 @@ def test_preload_imports_the_compiler_in_a_thread_the_searchs_fork_waits_for(mon
     executors.before_fork()                          # what the search runs before it forks its workers
     assert not t.is_alive() and not executors._JOIN_BEFORE_FORK
     assert imported == ["json", "no_such_module_for_mirage_lab"] and "json" in sys.modules   # a missing one is no error
+    # a process whose searches never fork (a forkserver once it holds CUDA) keeps no finished threads
+    for _ in range(3):
+        contenders.preload_compiler().join()
+    executors.join_before_fork(threading.Thread(target=lambda: None))
+    assert len(executors._JOIN_BEFORE_FORK) == 1
+    executors._JOIN_BEFORE_FORK.clear()
