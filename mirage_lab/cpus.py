@@ -10,7 +10,6 @@ container CPU set, it started one search worker per CPU of the whole host. Pytho
 from __future__ import annotations
 
 import os
-from typing import Any
 
 
 def usable_cpus() -> int:
@@ -24,8 +23,8 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def one_blas_thread() -> Any:
-    """Limit this process's BLAS (numpy's OpenBLAS) to one thread; the threadpoolctl limiter, or ``None``.
+def one_blas_thread() -> None:
+    """Limit this process's BLAS (numpy's OpenBLAS) to one thread, for the rest of its life.
 
     Each search worker is one of a pool sized to the cores, and its fingerprints' float64 products
     go through numpy's OpenBLAS, which starts a thread per core of the machine and spins them. On
@@ -38,9 +37,9 @@ def one_blas_thread() -> Any:
     try:
         from threadpoolctl import threadpool_limits
 
-        return threadpool_limits(limits=1, user_api="blas")
+        threadpool_limits(limits=1, user_api="blas")   # set now; nothing restores it in a worker
     except Exception:  # noqa: BLE001 - not installed, or no BLAS found: the workers run as before
-        return None
+        pass
 
 
 __all__ = ["usable_cpus", "one_blas_thread"]

@@ -14,7 +14,6 @@ notebook widget, the CLI demo and ``KernelGraph.superoptimize`` all come through
 from __future__ import annotations
 
 import math
-
 from typing import Any, Callable, Sequence
 
 from ..errors import MirageLabError

@@ -140,13 +140,18 @@ class CompilePool:
         return cb
 
     # ------------------------------------------------------------------ lifetime
+    @staticmethod
+    def _races_torch_compile(program: KernelGraph) -> bool:
+        from .contenders import PROGRAM_LOWERINGS, program_lowerings_for
+
+        return "torch.compile" in program_lowerings_for(program, PROGRAM_LOWERINGS, True)
+
     def prewarm_program(self, program: KernelGraph) -> None:
         """With ``MIRAGE_LAB_PREWARM=1``, start torch.compile of ``program`` in a child process now
         (:mod:`.prewarm`), before the search forks its workers: a process, not a thread, so the fork is safe."""
         from . import prewarm
-        from .contenders import PROGRAM_LOWERINGS, program_lowerings_for
 
-        if prewarm.enabled() and "torch.compile" in program_lowerings_for(program, PROGRAM_LOWERINGS, True):
+        if prewarm.enabled() and self._races_torch_compile(program):
             try:
                 self._prewarm = prewarm.Prewarm(program, "cuda")
             except Exception:  # noqa: BLE001 - no child to be had: the warm-up builds it in this process
@@ -155,16 +160,16 @@ class CompilePool:
     def preload_compiler(self, program: KernelGraph) -> None:
         """Import torch.compile's machinery now, in a thread the search's fork waits for, where the
         program will race torch.compile: the warm-up then starts with its imports done."""
-        from .contenders import PROGRAM_LOWERINGS, preload_compiler, program_lowerings_for
+        from .contenders import preload_compiler
 
-        if "torch.compile" in program_lowerings_for(program, PROGRAM_LOWERINGS, True):
+        if self._races_torch_compile(program):
             preload_compiler()
 
     def warm_program(self, program: KernelGraph) -> None:
         """Start torch.compile of ``program`` in a background thread, for the tuner to take (where it will race)."""
-        from .contenders import PROGRAM_LOWERINGS, ProgramWarmup, program_lowerings_for
+        from .contenders import ProgramWarmup
 
-        if "torch.compile" in program_lowerings_for(program, PROGRAM_LOWERINGS, True):
+        if self._races_torch_compile(program):
             self.program_warmup = ProgramWarmup(program, "torch.compile", prewarm=self._prewarm)
 
     def close(self) -> None:

@@ -105,8 +105,7 @@ def lowering_variants(graph: KernelGraph, *, candidate: int = 0, threads: Sequen
     memo_key = (graph.content_hash(), tuple(threads), tuple(o.astuple() for o in option_sets))
     kept = _MEMO.get(memo_key)
     if kept is None:
-        kept = [(v.graph, v.options, v.threads, v.source_key) for v in _lowering_variants(graph, threads, option_sets)]
-        _MEMO[memo_key] = kept
+        kept = _MEMO[memo_key] = _lowering_variants(graph, threads, option_sets)
         while len(_MEMO) > MEMO_SIZE:
             _MEMO.popitem(last=False)
     else:
@@ -121,8 +120,10 @@ MEMO_SIZE = 256
 _MEMO: "OrderedDict[tuple, list[tuple[KernelGraph, CodegenOptions, int, str]]]" = OrderedDict()
 
 
-def _lowering_variants(graph: KernelGraph, threads: Sequence[int], option_sets: Sequence[CodegenOptions]) -> list[Variant]:
-    out: list[Variant] = []
+def _lowering_variants(graph: KernelGraph, threads: Sequence[int],
+                       option_sets: Sequence[CodegenOptions]) -> list[tuple[KernelGraph, CodegenOptions, int, str]]:
+    """The distinct ``(graph, options, threads, source key)`` lowerings, in threads-then-options order."""
+    out: list[tuple[KernelGraph, CodegenOptions, int, str]] = []
     seen: set[str] = set()
     errors: list[str] = []
     for t in threads:
@@ -142,7 +143,7 @@ def _lowering_variants(graph: KernelGraph, threads: Sequence[int], option_sets: 
             if key in seen:
                 continue
             seen.add(key)
-            out.append(Variant(0, g, o, t, key))
+            out.append((g, o, t, key))
     if not out:
         raise MirageLabError("no lowering of this μGraph could be generated: " + "; ".join(errors[:3]))
     return out
