@@ -222,6 +222,8 @@ class SubexprOracle:
         self.z3_unknown = 0
         self.z3_time = 0.0
         self.shortcut_no = 0
+        self.shared: Any = None      # a .shared_answers.SharedAnswers: z3 answers other processes paid for
+        self.shared_hits = 0
 
     def _ensure_solver(self) -> None:
         if self._solver is not None:
@@ -244,6 +246,11 @@ class SubexprOracle:
         if not signatures(e) <= self._signatures:
             self.shortcut_no += 1
             return False
+        if self.shared is not None:
+            got = self.shared.get(e)
+            if got is not None:
+                self.shared_hits += 1
+                return got
         self._ensure_solver()
         m, s = self._model, self._solver
         assert m is not None
@@ -260,6 +267,8 @@ class SubexprOracle:
             s.pop()
         if r == m.z3.unknown:
             self.z3_unknown += 1
+        if self.shared is not None:
+            self.shared.put(e, r == m.z3.unsat)
         return r == m.z3.unsat
 
     def check(self, expr: Expr) -> bool:
@@ -284,10 +293,10 @@ class SubexprOracle:
         """Counters as a dict (for search progress events)."""
         return {"hits": self.hits, "misses": self.misses, "z3_calls": self.z3_calls,
                 "z3_unknown": self.z3_unknown, "z3_time": self.z3_time, "shortcut_no": self.shortcut_no,
-                "cached": len(self._cache)}
+                "shared_hits": self.shared_hits, "cached": len(self._cache)}
 
     def __getstate__(self) -> dict[str, Any]:  # process pools: ship targets and cache, rebuild z3 lazily
-        d = {k: v for k, v in self.__dict__.items() if k not in ("_model", "_solver", "_memo", "_zt", "_lock")}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("_model", "_solver", "_memo", "_zt", "_lock", "shared")}
         return d
 
     def __setstate__(self, d: dict[str, Any]) -> None:
@@ -297,6 +306,7 @@ class SubexprOracle:
         self._memo = {}
         self._zt = []
         self._lock = threading.Lock()
+        self.shared = None
 
 
 _ORACLES: dict[tuple[Expr, ...], SubexprOracle] = {}

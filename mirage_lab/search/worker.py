@@ -103,12 +103,38 @@ def _confirm(gen: Any, hit: Any) -> tuple[str, dict] | None:
     return g.to_json(), {"kernels": cost.kernels, "bytes": cost.bytes, "hash": g.content_hash()}
 
 
+#: The file, in the search's temporary folder (beside its cancel flag), where workers share z3 answers.
+ANSWERS_FILE = "oracle_answers"
+
+
+def _share_answers(gen: Any, cancel_path: str | None) -> None:
+    """Have ``gen``'s oracle read and append z3 answers in this search's shared file
+    (:mod:`mirage_lab.expr.shared_answers`); without a folder on this machine, it goes on alone."""
+    from ..expr.shared_answers import SharedAnswers
+
+    oracle = getattr(getattr(gen, "t", None), "oracle", None)
+    if oracle is None or not cancel_path:
+        return
+    path = os.path.join(os.path.dirname(cancel_path), ANSWERS_FILE)
+    cur = oracle.shared
+    if cur is not None and cur.path == path:
+        return
+    try:
+        shared = SharedAnswers(path)
+    except OSError:   # a Dask worker on another machine: no such folder there
+        shared = None
+    if cur is not None:
+        cur.close()
+    oracle.shared = shared
+
+
 def run_tasks(graph_json: str, cfg: SearchConfig, task_indices: list[int], channel: Any = None,
               cancel_path: str | None = None) -> list[dict[str, Any]]:
     """Explore some tasks, one after another (runs in a worker). One result dict per task run."""
     from .generator import Cancelled
 
     gen = _generator_for(graph_json, cfg)
+    _share_answers(gen, cancel_path)
     channel_errors: list[str] = []
 
     def put(msg: tuple) -> None:
