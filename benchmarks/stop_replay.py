@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mirage_lab.pipeline.autotune import plan_order  # noqa: E402
-from mirage_lab.pipeline.stopping import KIND_GROUPS, KIND_SAFETY, KIND_TRUSTED_RATIO, STOP_MARGIN, lowering_kind, possible_winners  # noqa: E402
+from mirage_lab.pipeline.stopping import KIND_SAFETY, STOP_MARGIN, lowering_kind, possible_winners  # noqa: E402
 
 FOUND = ROOT / "benchmarks" / "found"
 WITHIN = 0.01   # a best within 1 % of the record's is the same best (timing noise is of that order)
@@ -95,8 +95,7 @@ def planned(rows: list[Row]) -> list[Row]:
 
 
 def replay(rec: Record, *, kind: Callable[[Hashable], Hashable] | None = lowering_kind, safety: float = KIND_SAFETY,
-           margin: float = STOP_MARGIN, depth: int = 1, first_round: bool = False,
-           kind_groups: int = KIND_GROUPS, trusted_ratio: float = KIND_TRUSTED_RATIO) -> Outcome:
+           margin: float = STOP_MARGIN, depth: int = 1, first_round: bool = False) -> Outcome:
     """Walk ``rec`` in plan order with the stopping rule (``kind=None``: the rule without kind calibration).
 
     ``first_round``: the first ``depth`` of the plan are sent before the rule applies (``autotune`` before
@@ -110,8 +109,7 @@ def replay(rec: Record, *, kind: Callable[[Hashable], Hashable] | None = lowerin
     while len(measured) < len(rows):
         items = [(r.group, r.estimate_us, measured.get(i)) for i, r in enumerate(rows)]
         pending = [i for i in range(len(rows)) if i not in measured]
-        rule = dict(best_us=out.best_us, margin=margin, pending=pending, kind=kind, safety=safety,
-                    kind_groups=kind_groups, trusted_ratio=trusted_ratio)
+        rule = dict(best_us=out.best_us, margin=margin, pending=pending, kind=kind, safety=safety)
         if not possible_winners(items, **rule):
             break
         # the compile feed: the first unsent of those to send now, up to depth in flight
@@ -204,8 +202,7 @@ def kept(rec: Record, o: Outcome) -> tuple[bool, bool]:
     return (o.best_us <= rec.best() * (1 + WITHIN), o.mugraph_us <= rec.best(mugraph_only=True) * (1 + WITHIN))
 
 
-def table(recs: list[Record], safety: float, depths: tuple[int, ...] = (1, 32), kind_groups: int = KIND_GROUPS,
-          trusted_ratio: float = KIND_TRUSTED_RATIO) -> str:
+def table(recs: list[Record], safety: float, depths: tuple[int, ...] = (1, 32)) -> str:
     """The markdown table: per record and compile depth, variants timed and Σ compile s, old rule / new rule,
     and whether each keeps the record's best (overall; ``μG``: the fastest μGraph variant)."""
     yn = {True: "yes", False: "**no**"}
@@ -218,8 +215,7 @@ def table(recs: list[Record], safety: float, depths: tuple[int, ...] = (1, 32), 
         n_rows += len(rec.rows)
         cells, best, mug = [], [], []
         for d in depths:
-            o, n = (replay(rec, kind=None, depth=d, first_round=True),
-                    replay(rec, safety=safety, depth=d, kind_groups=kind_groups, trusted_ratio=trusted_ratio))
+            o, n = replay(rec, kind=None, depth=d, first_round=True), replay(rec, safety=safety, depth=d)
             (ko, mo), (kn, mn) = kept(rec, o), kept(rec, n)
             best += [ko, kn]
             mug += [mo, mn]
@@ -250,10 +246,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--safety", type=float, default=KIND_SAFETY, help="the kind calibration's safety factor")
     ap.add_argument("--depth", type=int, nargs="+", default=[1, 32],
                     help="compiles in flight (the tuner: 2 per worker; 32 on the 16-core H100 host)")
-    ap.add_argument("--kind-groups", type=int, default=KIND_GROUPS,
-                    help="groups of a kind timed before the kind's calibration rules on its other groups")
-    ap.add_argument("--trusted-ratio", type=float, default=KIND_TRUSTED_RATIO,
-                    help="a kind calibrated by one group only where its ratio is at most this")
     ap.add_argument("--sweep", action="store_true", help="per record, the smallest safety factor that keeps its best")
     a = ap.parse_args(argv)
     recs = every_record()
@@ -266,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             counts = "/".join(str(len(replay(rec, safety=s).timed)) for s in (1.0, 2.0, 3.0, 4.0))
             print(f"| {rec.name} | {n1} | {n32} | {counts} |")
         return 0
-    print(table(recs, a.safety, tuple(a.depth), a.kind_groups, a.trusted_ratio))
+    print(table(recs, a.safety, tuple(a.depth)))
     return 0
 
 

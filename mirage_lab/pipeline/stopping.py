@@ -13,9 +13,7 @@ its microseconds are not the GPU's. So each group is calibrated by its own measu
 A group with no timed variant yet borrows the calibration of its **kind** (``kind(g)``; in
 the tuner FMA or tensor-core lowering, :func:`lowering_kind`): ``ratio(k)``, the smallest
 ratio of the measured groups of that kind, loosened by ``safety`` because groups of a kind
-scatter around it (in one H100 run: FMA 0.24–2.4, tensor cores 1.15–3.5). A kind whose only timed
-group ran more than ``KIND_TRUSTED_RATIO`` times its estimate is not calibrated by it: its other
-groups are probed until ``KIND_GROUPS`` are timed (that group was an outlier, or the kind is). Such a group is a
+scatter around it (in one H100 run: FMA 0.24–2.4, tensor cores 1.15–3.5). Such a group is a
 possible winner when ``estimate(v) · ratio(k)`` is within ``safety · (1 + margin)`` of the
 best. A kind with nothing measured yet is a possible winner. What to *send* of the possible
 winners (``wait=True``): of a kind with nothing measured, its first pending variant in plan
@@ -57,19 +55,6 @@ STOP_MARGIN = 0.25
 # group measured 2.9x its estimate, the winning variant 0.64x); 2.5 leaves 25 % over that at the
 # same cost in the README example (35 variants timed); 3.0 would time 47-51 there.
 KIND_SAFETY = 2.5
-# A kind's calibration taken from one timed group is trusted only up to this ratio (measured / estimated).
-# Groups of a kind scatter about 10x around each other (above), and a first group far slower than any
-# seen says more about that group than about the kind: a suite program's first tensor-core group (Qwen-2.5
-# 0.5B SwiGLU b64, bf16; a grid of 76 blocks on 132 SMs) measured 188 µs, 12x its estimate, and the kind's
-# calibration from it ruled out all 46 other variants after 2 had been timed: torch.compile (12.3 µs) was
-# returned (H200, 2026-11-29). Beyond this ratio the kind waits for KIND_GROUPS timed groups. On the stored
-# records estimated by today's cost model every first group came within 2.3x of its estimate (every stored
-# variant: tensor cores median 1.29, p90 1.82), and the bound changes none of their replays
-# (benchmarks/stop_replay.py --trusted-ratio); on the older e2e records, whose cost model put first FMA
-# groups at 5-9x, it adds timings (the README example 5-9 -> 27-31). Always waiting for two groups cost
-# the records estimated by today's model too (LoRA 61 -> 75 timings).
-KIND_TRUSTED_RATIO = 4.0
-KIND_GROUPS = 2
 
 Item = tuple[Hashable, float, "float | None"]
 
@@ -94,8 +79,7 @@ def kind_ratios(ratios: dict[Hashable, float], kind: Callable[[Hashable], Hashab
 
 def possible_winners(items: Sequence[Item], *, best_us: float, margin: float = STOP_MARGIN,
                      pending: Sequence[int] | None = None, kind: Callable[[Hashable], Hashable] | None = None,
-                     safety: float = KIND_SAFETY, wait: bool = False, probes: int = 1,
-                     kind_groups: int = KIND_GROUPS, trusted_ratio: float = KIND_TRUSTED_RATIO) -> list[int]:
+                     safety: float = KIND_SAFETY, wait: bool = False, probes: int = 1) -> list[int]:
     """Indices (into ``items``, in plan order) of unmeasured items the cost model still rates as possible winners.
 
     ``items[i] = (group, estimate_us, measured_us or None)``; ``pending``: the indices still
@@ -103,19 +87,12 @@ def possible_winners(items: Sequence[Item], *, best_us: float, margin: float = S
     ``kind``: a group's kind, whose calibration (times ``safety``) rules on groups with nothing
     timed; ``None``: every item of a group with nothing timed is a possible winner.
 
-    ``kind_groups``, ``trusted_ratio``: a kind whose ratio is above ``trusted_ratio`` calibrates
-    only once ``kind_groups`` of its groups are timed; until then its untimed groups are probed as
-    those of a kind with nothing timed.
-
-    ``wait``: only those to send now. Of a kind not yet calibrated, its first ``probes`` pending
+    ``wait``: only those to send now. Of a kind with nothing timed, its first ``probes`` pending
     items (they calibrate it); of a group calibrated by its kind, its first pending item (the
     others wait for its time). The rest can still win, and are sent once these come back.
     """
     ratios = group_ratios(items)
     kinds = kind_ratios(ratios, kind) if kind is not None else {}
-    if kind is not None and kind_groups > 1:
-        timed = [kind(g) for g in ratios]
-        kinds = {k: r for k, r in kinds.items() if r <= trusted_ratio or timed.count(k) >= kind_groups}
     bound = best_us * (1 + margin)
     todo = [i for i, (_, _, us) in enumerate(items) if us is None] if pending is None else sorted(pending)
     probing: dict[Hashable, int] = {}   # uncalibrated kind -> its items let through so far
@@ -154,5 +131,5 @@ def rule_items(results: Sequence[Any]) -> list[Item]:
     return [(variant_group(r.variant), r.estimate.us, r.median_us if r.ok and r.timings else None) for r in results]
 
 
-__all__ = ["KIND_GROUPS", "KIND_SAFETY", "KIND_TRUSTED_RATIO", "STOP_MARGIN", "group_ratios", "kind_ratios", "lowering_kind", "possible_winners",
+__all__ = ["KIND_SAFETY", "STOP_MARGIN", "group_ratios", "kind_ratios", "lowering_kind", "possible_winners",
            "rule_items", "variant_group"]

@@ -96,20 +96,3 @@ def test_a_time_far_above_its_estimate_is_taken_again_and_the_faster_stands():
     assert t.median_us == 448.0 and len(calls) == 2
     t, calls = run([OUTLIER_FACTOR * 10 - 1, 5.0], 10.0)   # within the factor: timed once
     assert calls == [19.0] and "retimed_us" not in t.extra
-
-
-def test_a_kinds_only_timed_group_far_off_its_estimate_does_not_rule_out_the_kind():
-    # The suite's Qwen-2.5 SwiGLU on the H200: the first tensor-core group ran 12x its estimate, and its
-    # calibration alone ruled out every other group; the program itself (torch.compile, 12.3 µs) came back.
-    items = [("m1", 15.0, 188.0), ("m2", 16.0, None), ("m2", 17.0, None), ("f1", 40.0, 400.0)]
-    # m2 is probed (its first pending variant), as a kind with nothing timed would be
-    assert possible_winners(items, best_us=12.3, margin=0.25, kind=KIND) == [1, 2]
-    assert possible_winners(items, best_us=12.3, margin=0.25, kind=KIND, wait=True) == [1]
-    # trusting one group (the rule before): nothing left, tuning stops after two timings
-    assert possible_winners(items, best_us=12.3, margin=0.25, kind=KIND, trusted_ratio=math.inf) == []
-    # two groups timed: the kind's most optimistic one calibrates it, however far off
-    items[1] = ("m2", 16.0, 150.0)
-    assert possible_winners(items, best_us=12.3, margin=0.25, kind=KIND) == []
-    # a ratio within the bound calibrates the kind from one group, as before
-    near = [("m1", 15.0, 45.0), ("m2", 16.0, None)]          # 3x: 16 * 3 = 48 > 12.3 * 1.25 * 2.5
-    assert possible_winners(near, best_us=12.3, margin=0.25, kind=KIND) == []
