@@ -36,7 +36,7 @@ from .chains import ChainEmitter
 from .elementwise import ElementwiseEmitter
 from .loaders import LoaderEmitter
 from .index_ops import shift_pow2
-from .plan import AXIS_VARS, DEFAULT_OPTIONS, MAX_REG_ELEMS, CodegenOptions, KernelPlan, Loader, Stream
+from .plan import AXIS_VARS, DEFAULT_OPTIONS, MAX_REG_ELEMS, STATIC_SMEM_KB, CodegenOptions, KernelPlan, Loader, Stream
 from .source import Src, add, mul
 from .staged_mma import StagedMmaEmitter
 from .streams import StreamEmitter
@@ -54,6 +54,7 @@ class KernelInfo:
     threads: int
     pool_floats: int
     scratch_floats_per_block: int
+    dyn_smem_bytes: int                # 0: static shared arrays; else the dynamic area to launch with
     input_views: list[str]           # "int32" | "int16" per input
     output_dtypes: list[str]
     streamed_inputs: list[int] = field(default_factory=list)
@@ -264,6 +265,8 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         pool, scratch = self.plan_buffers()
         if scratch and (self.pitch or self.pair_pitch):
             raise _PaddingOverflow  # the padded tiles pushed a buffer out of shared memory
+        # past numba's static 48 KB (options.smem_kb allows it): dynamic shared memory, opted in at launch
+        dyn_bytes = 4 * (pool + p.int_words) if 4 * (pool + p.int_words) > STATIC_SMEM_KB * 1024 else 0
         in_loop, post = self.stage_chains()
 
         # --- prologue, part 1: indices and tile bases (the loop body refers to them)
@@ -376,10 +379,15 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         out(f"@cuda.jit(cache=True, fastmath=True{regs}, **_bounds({self.T}))")
         with out.block(f"def {self.name}({', '.join(args)}):"):
             out.extend(self._doc())
-            if pool:
-                out(f"sm = cuda.shared.array({pool}, dtype=f32)")
-            if p.int_words:
-                out(f"smi = cuda.shared.array({p.int_words}, dtype=i32)")
+            if dyn_bytes:   # one dynamic area, sized at launch: the floats, then the ints
+                out("sm = cuda.shared.array(0, dtype=F32)")
+                if p.int_words:
+                    out(f"smi = cuda.shared.array(0, dtype=I32)[{pool}:{pool + p.int_words}]")
+            else:
+                if pool:
+                    out(f"sm = cuda.shared.array({pool}, dtype=f32)")
+                if p.int_words:
+                    out(f"smi = cuda.shared.array({p.int_words}, dtype=i32)")
             out("tid = cuda.threadIdx.x")
             for a in range(3):
                 if grid[a] > 1:
@@ -412,7 +420,7 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         text = out.text()
         info = KernelInfo(
             name=self.name, grid=tuple(grid), threads=self.T, pool_floats=pool,
-            scratch_floats_per_block=scratch, input_views=[ld.view for ld in p.loaders],
+            scratch_floats_per_block=scratch, dyn_smem_bytes=dyn_bytes, input_views=[ld.view for ld in p.loaders],
             output_dtypes=[sv.inputs[0].dtype.name for sv in bg.output_ops],
             streamed_inputs=[st.loader.index for st in p.streams], notes=self.notes)
         return text, info

@@ -64,7 +64,8 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
     s("OUTPUTS = [" + ", ".join(f"({t.dims!r}, {t.dtype.name!r})" for t in graph.outputs) + "]")
     for info in infos.values():
         views = list(info.input_views) + ["int16" if dt != "float32" else "float32" for dt in info.output_dtypes]
-        s(f"_launch_{info.name} = _Launch({info.name}, {info.grid!r}, {info.threads}, {views + ['float32']!r})")
+        smem = f", smem={info.dyn_smem_bytes}" if info.dyn_smem_bytes else ""
+        s(f"_launch_{info.name} = _Launch({info.name}, {info.grid!r}, {info.threads}, {views + ['float32']!r}{smem})")
     # what the kernels write: (name, dims, torch dtype) of intermediates + scratch, and of outputs
     out_guids = {t.guid for t in graph.outputs}
     temps: list[tuple[str, str]] = []   # (variable, spec text)

@@ -28,7 +28,8 @@ from .source import prod, row_strides
 if TYPE_CHECKING:  # pragma: no cover
     from ..ir.block_graph import BlockGraph, STensor, TBOp
 
-SMEM_LIMIT_FLOATS = 48 * 1024 // 4  # numba declares shared arrays statically: 48 KB
+STATIC_SMEM_KB = 48                 # numba declares shared arrays statically: 48 KB; more only as dynamic shared memory
+MAX_SMEM_KB = 227                   # the most one block may opt in to on sm_90 (228 KB an SM, 1 KB reserved)
 MAX_REG_ELEMS = 16                  # per-thread accumulator elements kept in scalar registers
 MAX_STREAM_ACC = 64                 # M * vw partial sums per thread for a streamed matmul
 MAX_STREAM_RED_FLOATS = 4096        # per-iteration cross-thread reduction buffer (16 KB)
@@ -59,7 +60,10 @@ class CodegenOptions:
     B with 16-byte loads of 8 columns from 2 rows per k-step and transposes them into B
     fragments with ``movmatrix.sync.aligned.m8n8.trans.b16`` (sm_75+): the ``mv`` layout of
     :meth:`KernelPlan._mma_stream`; without it such a stream reads 8-byte loads from 4 rows.
-    It only matters with ``mma``.
+    It only matters with ``mma``. ``smem_kb``: the shared-memory pool a block may use; past the 48 KB
+    numba declares statically, the pool becomes dynamic shared memory, opted in at launch
+    (``cuFuncSetAttribute``, up to ``MAX_SMEM_KB`` on sm_90), instead of the buffers that do not fit
+    moving to a global scratch area. Not yet among the tuner's variants: measure it first.
 
     >>> CodegenOptions(pipeline_words=32).tag()
     'pw32-regNone-acc128'
@@ -69,6 +73,8 @@ class CodegenOptions:
     'pw64x3-regNone-acc128-mma'
     >>> CodegenOptions(mma=True, mma_b16=True).tag(), CodegenOptions(mma_b16=True).tag()
     ('pw0-regNone-acc128-mma-mv', 'pw0-regNone-acc128')
+    >>> CodegenOptions(mma=True, smem_kb=200).tag()
+    'pw0-regNone-acc128-smem200-mma'
     """
 
     pipeline_words: int = 0      # measured on an H100: no gain, more registers (benchmarks/RESULTS.md)
@@ -78,15 +84,24 @@ class CodegenOptions:
     mma: bool = False            # tensor-core streamed matmuls
     pipeline_depth: int = 1      # iterations ahead the prefetched loads run
     mma_b16: bool = False        # tensor-core streams of 32-column warps: 16-byte B loads + movmatrix
+    smem_kb: int = STATIC_SMEM_KB   # the shared-memory pool; above 48, dynamic shared memory
 
     def __post_init__(self) -> None:
         if not isinstance(self.pipeline_depth, int) or self.pipeline_depth < 1:
             raise ValueError(f"pipeline_depth must be an int >= 1, got {self.pipeline_depth!r}")
+        if not isinstance(self.smem_kb, int) or not STATIC_SMEM_KB <= self.smem_kb <= MAX_SMEM_KB:
+            raise ValueError(f"smem_kb must be an int from {STATIC_SMEM_KB} to {MAX_SMEM_KB}, got {self.smem_kb!r}")
+
+    @property
+    def pool_floats(self) -> int:
+        """The shared-memory pool's size in 32-bit words."""
+        return self.smem_kb * 1024 // 4
 
     def tag(self) -> str:
         depth = f"x{self.pipeline_depth}" if self.pipeline_depth > 1 else ""
         t = f"pw{self.pipeline_words}{depth}-reg{self.max_registers}-acc{self.max_stream_acc}"
         t = t if self.phase_words == 32 else f"{t}-ph{self.phase_words}"
+        t = t if self.smem_kb == STATIC_SMEM_KB else f"{t}-smem{self.smem_kb}"
         if not self.mma:
             return t
         return f"{t}-mma-mv" if self.mma_b16 else f"{t}-mma"
@@ -94,7 +109,7 @@ class CodegenOptions:
     def astuple(self) -> tuple:
         """Positional arguments that rebuild these options (worker processes get them)."""
         return (self.pipeline_words, self.max_registers, self.max_stream_acc, self.phase_words, self.mma,
-                self.pipeline_depth, self.mma_b16)
+                self.pipeline_depth, self.mma_b16, self.smem_kb)
 
 
 DEFAULT_OPTIONS = CodegenOptions()
@@ -379,8 +394,8 @@ class KernelPlan:
     def allocate(self) -> tuple[int, int]:
         """Place buffers: persistent first, then loop and post regions aliased. Returns (pool, scratch) floats.
 
-        Buffers that do not fit the 48 KB pool move to global scratch, largest first. No buffer
-        can be declared afterwards.
+        Buffers that do not fit the pool (48 KB, or ``options.smem_kb``) move to global scratch,
+        largest first. No buffer can be declared afterwards.
         """
         self.placed = True
         bufs = list(self.bufs.values())
@@ -405,7 +420,7 @@ class KernelPlan:
             return peak
 
         pool = layout()
-        while pool > SMEM_LIMIT_FLOATS - self.int_words:
+        while pool > self.options.pool_floats - self.int_words:
             cands = [b for b in bufs if b.space == "smem"]
             if not cands:
                 break

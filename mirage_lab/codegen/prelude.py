@@ -53,6 +53,7 @@ SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 PRELUDE = '''\
 f32 = np.float32 if SIMULATOR else numba.float32
 i32 = np.int32 if SIMULATOR else numba.int32
+F32, I32 = numba.float32, numba.int32   # dynamic shared arrays: the simulator sizes them by a numba type's dtype
 
 if SIMULATOR:
     def ldg4(a, i):
@@ -350,21 +351,41 @@ class _Launch:
     parameters (numba's array layout: meminfo, parent, nitems, itemsize, data, shape,
     strides) and the call's other arguments built once as ctypes objects, so a call only
     writes the data pointers. Where that cannot be set up, ``cuda.core.launch`` is used.
+    ``smem``: bytes of dynamic shared memory (a kernel whose pool is past the static 48 KB);
+    above 48 KB the kernel is compiled first and opted in to that much (``cuFuncSetAttribute``).
     """
 
-    def __init__(self, kernel, grid, threads, views):
+    def __init__(self, kernel, grid, threads, views, smem=0):
         self.kernel = kernel
         self.grid = grid
         self.block = (threads, 1, 1)
         self.views = [getattr(torch, v) for v in views]
+        self.smem = smem
         self.go = self._first
 
     def _dispatch(self, sptr, tensors):
         arrays = [a.view(v).view(-1) for a, v in zip(tensors, self.views)]
-        self.kernel[self.grid, self.block, _stream(sptr)](*[_dev(a) for a in arrays])
+        self.kernel[self.grid, self.block, _stream(sptr), self.smem](*[_dev(a) for a in arrays])
         return arrays
 
+    def _opt_in(self, tensors):
+        """Compile the kernel for these arguments and let it launch with ``self.smem`` bytes of shared memory."""
+        import ctypes
+
+        from numba import typeof
+
+        arrays = [_dev(a.view(v).view(-1)) for a, v in zip(tensors, self.views)]
+        ov = self.kernel.compile(tuple(typeof(a) for a in arrays))
+        handle = int(ov._codelibrary.get_cufunc().handle)
+        set_attr = _libcuda()["cuFuncSetAttribute"]
+        set_attr.restype = ctypes.c_int
+        r = set_attr(ctypes.c_void_p(handle), ctypes.c_int(8), ctypes.c_int(self.smem))   # MAX_DYNAMIC_SHARED_SIZE_BYTES
+        if r:
+            raise RuntimeError(f"cuFuncSetAttribute(max dynamic shared memory = {self.smem} bytes) failed: CUresult {r}")
+
     def _first(self, sptr, tensors):
+        if self.smem > 48 * 1024 and not SIMULATOR:
+            self._opt_in(tensors)
         arrays = self._dispatch(sptr, tensors)
         if SIMULATOR:
             self.go = self._dispatch
@@ -376,15 +397,15 @@ class _Launch:
             tmpl += (0, 0, n, isz, 0, n, isz)
         cufunc = ov._codelibrary.get_cufunc()
         try:
-            self.go = _driver_launcher(int(cufunc.handle), self.grid, self.block, tmpl)
+            self.go = _driver_launcher(int(cufunc.handle), self.grid, self.block, tmpl, self.smem)
         except Exception:
             try:
-                self.go = _core_launcher(cufunc.kernel, self.grid, self.block, tmpl)
+                self.go = _core_launcher(cufunc.kernel, self.grid, self.block, tmpl, self.smem)
             except Exception:  # another numba-cuda layout: keep the dispatcher path
                 self.go = self._dispatch
 
 
-def _driver_launcher(handle, grid, block, tmpl):
+def _driver_launcher(handle, grid, block, tmpl, smem=0):
     import ctypes
 
     n = len(tmpl)
@@ -394,7 +415,7 @@ def _driver_launcher(handle, grid, block, tmpl):
     # no argtypes: every argument is passed as a ready ctypes object (no per-call conversion)
     launch = _libcuda()["cuLaunchKernel"]
     launch.restype = ctypes.c_int
-    args = [ctypes.c_void_p(handle), *[ctypes.c_uint(v) for v in (*grid, *block, 0)],
+    args = [ctypes.c_void_p(handle), *[ctypes.c_uint(v) for v in (*grid, *block, smem)],
             ctypes.c_void_p(0), ctypes.c_void_p(ctypes.addressof(params)), ctypes.c_void_p(None)]
     streams = {}
     slots = range(4, n, 7)
@@ -414,10 +435,10 @@ def _driver_launcher(handle, grid, block, tmpl):
     return go
 
 
-def _core_launcher(kernel, grid, block, tmpl):
+def _core_launcher(kernel, grid, block, tmpl, smem=0):
     from cuda.core import LaunchConfig, launch
 
-    config = LaunchConfig(grid=grid, block=block, shmem_size=0)
+    config = LaunchConfig(grid=grid, block=block, shmem_size=smem)
     tmpl = tuple(tmpl)
 
     def go(sptr, tensors):

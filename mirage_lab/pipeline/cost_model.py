@@ -113,9 +113,6 @@ class Estimate:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-SMEM_POOL_BYTES = 48 * 1024   # codegen.plan.SMEM_LIMIT_FLOATS: numba's static shared arrays
-
-
 def _prod(xs) -> int:
     n = 1
     for x in xs:
@@ -286,12 +283,12 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
             steps = ceil(s.M / rows) * ceil(rows * s.N / T) * s.G
             chain[s.persistent] += steps
     exposed = _exposed_latency(bg, streams, options, T)
-    # what the generator laid out: buffers past the 48 KB static pool go to per-block global scratch.
+    # what the generator laid out: buffers past the pool (48 KB static, or options.smem_kb) go to per-block global scratch.
     # Emitting the kernel tells (milliseconds); where even every buffer side by side fits, nothing moves
     scratch_share = 0.0
     bound = smem + 4 * (plan.int_words if plan is not None else 0) + 4 * sum(
         s.G * s.M * s.N for s in streams.values())
-    if bound > SMEM_POOL_BYTES:
+    if bound > options.pool_floats * 4:
         try:
             from ..codegen.block_kernel import emit_block_kernel
 

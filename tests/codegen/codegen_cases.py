@@ -177,3 +177,15 @@ MV_CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [c for c in
 # warps of 32 columns: it keeps the 16-column layout, the fallback under the option)
 MV_STREAMS = {"rms_norm_linear": 1, "rms_norm_linear_m16": 1, "rms_norm_linear_bf16": 1, "gated_mlp": 0,
               "rms_norm_linear_mv_2warps": 1, "rms_norm_linear_mv_m16_bf16": 1, "gated_mlp_mv": 2}
+
+
+# CodegenOptions(smem_kb=227): pools past numba's static 48 KB become dynamic shared memory instead of
+# moving buffers to global scratch. The f32 spill (192 KB of buffers), an RMSNorm+Linear block holding
+# all of X (its tensor-core A fragments, int32, follow the floats in the one dynamic area), and a
+# FlashDecoding block of 512 keys (150 KB).
+SMEM_CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [c for c in CASES if c[0] == "spill"] + [
+    ("rms_norm_linear_whole_x", lambda: rms_norm_linear_fused(16, 1024, 64, grid=1, forloop_range=1), randn_inputs()),
+    ("gqa_decode_512_keys", lambda: gqa_flashdecoding(batch=1, q_len=32, head_dim=64, kv_len=512, kv_splits=1,
+                                                      q_blocks=1, forloop_range=2), gqa_inputs),
+]
+

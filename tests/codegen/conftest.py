@@ -42,3 +42,11 @@ def sim_results_mv_pipelined(request, tmp_path_factory) -> dict:
     """The same with B prefetched into registers: one iteration ahead (moved), or two register sets."""
     return run_python(HERE / "sim_runner.py", tmp_path_factory.mktemp("sim_mv_pipe"),
                       args=["--mma", "--mv", f"--pipeline={request.param}"], simulator=True, timeout=900, cwd=ROOT)
+
+
+@pytest.fixture(scope="session")
+def sim_results_smem(tmp_path_factory) -> dict:
+    """SMEM_CASES with ``CodegenOptions(mma=True, smem_kb=227)``: pools past 48 KB in dynamic shared memory."""
+    return run_python(HERE / "sim_runner.py", tmp_path_factory.mktemp("sim_smem"), args=["--mma", "--smem=227"],
+                      simulator=True, timeout=900, cwd=ROOT)
+

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 import mirage_lab as mi  # noqa: E402
-from codegen_cases import CASES, MV_CASES  # noqa: E402
+from codegen_cases import CASES, MV_CASES, SMEM_CASES  # noqa: E402
 from mirage_lab.codegen import CodegenOptions  # noqa: E402
 from mirage_lab.runtime.profile import relative_error as rel  # noqa: E402
 
@@ -31,10 +31,13 @@ def main() -> None:
     pipe = next((a.split("=", 1)[1] for a in args if a.startswith("--pipeline=")), "0x1")
     words, depth = (int(v) for v in pipe.split("x"))
     mv = "--mv" in args
-    options = CodegenOptions(mma="--mma" in args, pipeline_words=words, pipeline_depth=depth, mma_b16=mv)
+    # --smem=KB: the shared-memory pool (dynamic past 48 KB), on the cases of SMEM_CASES
+    smem = next((int(a.split("=", 1)[1]) for a in args if a.startswith("--smem=")), None)
+    options = CodegenOptions(mma="--mma" in args, pipeline_words=words, pipeline_depth=depth, mma_b16=mv,
+                             smem_kb=smem or 48)
     names = {a for a in args if not a.startswith("--")}
     res = {}
-    for name, build, make in MV_CASES if mv else CASES:
+    for name, build, make in SMEM_CASES if smem else MV_CASES if mv else CASES:
         if names and name not in names:
             continue
         g = build()
@@ -51,6 +54,10 @@ def main() -> None:
                                        for src in k.generated.kernel_sources.values()),
                      "movt": sum(src.count("movt(") for src in k.generated.kernel_sources.values()),
                      "shapes_ok": all(tuple(o.shape) == tuple(r.shape) for o, r in zip(outs, refs)),
+                     "dyn_smem": [i.dyn_smem_bytes for i in k.generated.kernels],
+                     "scratch": [i.scratch_floats_per_block for i in k.generated.kernels],
+                     "dynamic_ints": sum(src.count("smi = cuda.shared.array(0, dtype=I32)")
+                                         for src in k.generated.kernel_sources.values()),
                      "dtypes": [str(o.dtype) for o in outs]}
             if name == "rms_norm_linear":  # KernelGraph.__call__ delegates to the runtime
                 (o2,) = g(inputs=xs)

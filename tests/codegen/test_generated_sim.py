@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from codegen_cases import CASES, MV_CASES, MV_STREAMS
+from codegen_cases import CASES, MV_CASES, MV_STREAMS, SMEM_CASES
 
 TOL = {"torch.float16": 2e-3, "torch.float32": 2e-3, "torch.bfloat16": 1e-2}  # bf16 rounding alone is ~2e-3
 
@@ -103,3 +103,18 @@ def test_mv_pipelined_kernel_matches_reference(sim_results_mv_pipelined: dict, n
     for err, dt in zip(r["rel"], r["dtypes"]):
         assert not math.isnan(err), f"{name}: NaN in the output (an element was never written, or overflow)"
         assert err < TOL[dt], f"{name}: relative error {err:.3g} >= {TOL[dt]} ({dt})"
+
+
+@pytest.mark.parametrize("name", [c[0] for c in SMEM_CASES])
+def test_dynamic_shared_memory_kernel_matches_reference(sim_results_smem: dict, name: str) -> None:
+    """Past 48 KB the pool is one dynamic shared area (the buffers stay out of global scratch); the
+    tensor-core A fragments (int32) are a slice of it after the floats."""
+    r = sim_results_smem[name]
+    assert "error" not in r, r.get("error")
+    assert r["shapes_ok"]
+    assert r["dyn_smem"][0] > 48 * 1024 and r["scratch"] == [0] * len(r["scratch"])
+    assert r["dynamic_ints"] == (1 if name == "rms_norm_linear_whole_x" else 0)
+    for err, dt in zip(r["rel"], r["dtypes"]):
+        assert not math.isnan(err), f"{name}: NaN in the output (an element was never written, or overflow)"
+        assert err < TOL[dt], f"{name}: relative error {err:.3g} >= {TOL[dt]} ({dt})"
+

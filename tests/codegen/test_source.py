@@ -6,7 +6,7 @@ import ast
 import pytest
 
 import mirage_lab as mi
-from mirage_lab.codegen import generate_module
+from mirage_lab.codegen import CodegenOptions, generate_module
 from mirage_lab.codegen.block_kernel import emit_block_kernel
 from mirage_lab.errors import CodegenError
 from mirage_lab.examples import gated_mlp_fused, gqa_flashdecoding, rms_norm_linear_fused
@@ -51,6 +51,32 @@ def test_large_tiles_spill_to_global_scratch() -> None:
     info = generate_module(spill_graph()).kernels[0]
     assert info.scratch_floats_per_block >= 128 * 128
     assert info.pool_floats * 4 <= 48 * 1024
+    assert info.dyn_smem_bytes == 0
+
+
+def test_a_larger_pool_keeps_them_in_dynamic_shared_memory() -> None:
+    gen = generate_module(spill_graph(), options=CodegenOptions(smem_kb=227))
+    info, src = gen.kernels[0], gen.kernel_sources["kernel_0"]
+    assert info.scratch_floats_per_block == 0 and info.dyn_smem_bytes == info.pool_floats * 4 > 48 * 1024
+    assert "sm = cuda.shared.array(0, dtype=F32)" in src
+    assert f"smem={info.dyn_smem_bytes})" in gen.source     # the launch asks for it
+    # a pool that fits 48 KB stays static whatever the option allows
+    small = generate_module(structural_graph(), options=CodegenOptions(smem_kb=227)).kernels[0]
+    assert small.dyn_smem_bytes == 0
+
+
+def test_the_cost_model_sees_the_scratch_go() -> None:
+    from mirage_lab.pipeline.cost_model import estimate
+
+    g = spill_graph()
+    static, dynamic = estimate(g, CodegenOptions()), estimate(g, CodegenOptions(smem_kb=227))
+    assert dynamic.latency_us < static.latency_us
+
+
+def test_pool_sizes_outside_what_a_block_may_opt_in_to_are_refused() -> None:
+    for bad in (47, 228, 100.0):
+        with pytest.raises(ValueError, match="smem_kb"):
+            CodegenOptions(smem_kb=bad)
 
 
 def test_docstring_shows_the_block_graph_and_chains() -> None:

@@ -1,0 +1,106 @@
+"""A/B on the GPU: a tuner dump's best-estimated variants with the 48 KB static pool and with dynamic shared memory.
+
+The code generator keeps every tile as float32 in one shared-memory pool; past numba's static 48 KB the
+buffers that do not fit moved to a per-block global scratch area. ``CodegenOptions(smem_kb=N)`` lets the
+pool grow to N KB as dynamic shared memory, opted in at launch (``cuFuncSetAttribute``). On the suite's
+Qwen-2.5 0.5B SwiGLU (bf16) half of every shortlisted variant's loop steps ran in global scratch, and the
+best μGraph measured 187 µs against torch.compile's 12 µs (benchmarks/RESULTS.md, "2026-11-29 (b),
+continued"). This probe takes the ``--top`` variants of each dump by estimate (``suite_bench.py --dump``),
+and times each as dumped and with ``smem_kb`` raised: one module per variant, checked against float64,
+then device time of plain calls and of CUDA-graph replays, inputs rotated over copies larger than 2 x L2.
+The cost model's estimate for both is printed beside the measurement. Not yet in the tuner's variants:
+this is the measurement that decides it.
+
+    python benchmarks/probes/dyn_smem_probe.py                       # the two stored H200 dumps
+    python benchmarks/probes/dyn_smem_probe.py --dumps d1.json,d2.json --top 6 --smem 100,227
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from mirage_lab.codegen import generate_module  # noqa: E402
+from mirage_lab.ir.serialize import from_dict  # noqa: E402
+from mirage_lab.pipeline import measuring_inputs, with_block_dim  # noqa: E402
+from mirage_lab.pipeline.cost_model import estimate  # noqa: E402
+from mirage_lab.runtime.kernel import _import_file  # noqa: E402
+from mirage_lab.runtime.profile import make_copies, relative_error, rotation_copies, time_calls  # noqa: E402
+from rank_quality import options_from_tag  # noqa: E402
+
+DUMPS = sorted(glob.glob(str(ROOT / "benchmarks" / "found" / "dump_*_h200_2026-11-29b.json")))
+
+
+def measure(text: str, g, tmp: Path, name: str) -> tuple[float, float, float]:
+    path = tmp / f"{name}.py"
+    path.write_text(text)
+    mod = _import_file(path, name)
+    errs = []
+    for seed in (1, 2):
+        m = measuring_inputs(g, seed=seed)
+        outs = mod.run(list(m.inputs), True)
+        errs += [relative_error(o, r) for o, r in zip(outs, m.reference)]
+    xs = list(measuring_inputs(g, seed=0).inputs)
+    sets = make_copies(xs, rotation_copies(xs))
+    dev = time_calls([lambda s=s: mod.run(s) for s in sets], repeats=200).median_us
+    graphs = []
+    for s in sets:
+        gr = torch.cuda.CUDAGraph()
+        mod.run(s)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(gr):
+            mod.run(s)
+        graphs.append(gr)
+    return max(errs), dev, time_calls([gr.replay for gr in graphs], repeats=200).median_us
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dumps", default=",".join(DUMPS), help="suite_bench --dump files (comma-separated)")
+    ap.add_argument("--top", type=int, default=4, help="variants per dump, best estimate first")
+    ap.add_argument("--smem", default="227", help="pool sizes in KB to try beside the dumped 48")
+    a = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp())
+    print(torch.cuda.get_device_name(), flush=True)
+    print("| program | candidate | threads | options | pool KB | scratch floats | dyn smem B | est µs | rel err "
+          "| call µs | graph µs |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for path in a.dumps.split(","):
+        d = json.loads(Path(path).read_text())
+        graphs = [from_dict(c) for c in d["candidates"]]
+        prog = {p["lowering"]: p.get("median_us") for p in d.get("programs", [])}
+        print(f"| {d['program']} | program | | {prog} | | | | | | | |", flush=True)
+        for v in sorted(d["variants"], key=lambda v: v["estimate_us"])[: a.top]:
+            g = with_block_dim(graphs[v["candidate"]], v["threads"])
+            base = options_from_tag(v["options"])
+            for kb in [48] + [int(x) for x in a.smem.split(",")]:
+                o = dataclasses.replace(base, smem_kb=kb)
+                gen = generate_module(g, options=o)
+                pool = max(k.pool_floats for k in gen.kernels) * 4 // 1024
+                scratch = sum(k.scratch_floats_per_block for k in gen.kernels)
+                dyn = max(k.dyn_smem_bytes for k in gen.kernels)
+                est = estimate(g, o).us
+                cells = f"| {d['program']} | {v['candidate']} | {v['threads']} | {o.tag()} | {pool} | {scratch} | {dyn} | {est:.1f} |"
+                if kb != 48 and not dyn:
+                    print(cells + " the same source (fits 48 KB) | | |", flush=True)
+                    continue
+                try:
+                    err, dev, gdev = measure(gen.source, g, tmp, f"v{v['candidate']}_{v['threads']}_{kb}")
+                    print(cells + f" {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
+                except Exception as e:  # noqa: BLE001 - a launch the driver refuses is a result here
+                    print(cells + f" failed: {type(e).__name__}: {str(e)[:160]} | | |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
