@@ -29,39 +29,16 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks" / "probes"))
 
+from codegen_ab_probe import measure  # noqa: E402
 from mirage_lab.codegen import generate_module  # noqa: E402
 from mirage_lab.ir.serialize import from_dict  # noqa: E402
-from mirage_lab.pipeline import measuring_inputs, with_block_dim  # noqa: E402
+from mirage_lab.pipeline import with_block_dim  # noqa: E402
 from mirage_lab.pipeline.cost_model import estimate  # noqa: E402
-from mirage_lab.runtime.kernel import _import_file  # noqa: E402
-from mirage_lab.runtime.profile import make_copies, relative_error, rotation_copies, time_calls  # noqa: E402
 from rank_quality import options_from_tag  # noqa: E402
 
 DUMPS = sorted(glob.glob(str(ROOT / "benchmarks" / "found" / "dump_*_h200_2026-11-29b.json")))
-
-
-def measure(text: str, g, tmp: Path, name: str) -> tuple[float, float, float]:
-    path = tmp / f"{name}.py"
-    path.write_text(text)
-    mod = _import_file(path, name)
-    errs = []
-    for seed in (1, 2):
-        m = measuring_inputs(g, seed=seed)
-        outs = mod.run(list(m.inputs), True)
-        errs += [relative_error(o, r) for o, r in zip(outs, m.reference)]
-    xs = list(measuring_inputs(g, seed=0).inputs)
-    sets = make_copies(xs, rotation_copies(xs))
-    dev = time_calls([lambda s=s: mod.run(s) for s in sets], repeats=200).median_us
-    graphs = []
-    for s in sets:
-        gr = torch.cuda.CUDAGraph()
-        mod.run(s)
-        torch.cuda.synchronize()
-        with torch.cuda.graph(gr):
-            mod.run(s)
-        graphs.append(gr)
-    return max(errs), dev, time_calls([gr.replay for gr in graphs], repeats=200).median_us
 
 
 def main() -> int:
@@ -95,7 +72,7 @@ def main() -> int:
                     print(cells + " the same source (fits 48 KB) | | |", flush=True)
                     continue
                 try:
-                    err, dev, gdev = measure(gen.source, g, tmp, f"v{v['candidate']}_{v['threads']}_{kb}")
+                    err, dev, gdev = measure(f"v{v['candidate']}_{v['threads']}_{kb}", gen.source, g, tmp, repeats=200)
                     print(cells + f" {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
                 except Exception as e:  # noqa: BLE001 - a launch the driver refuses is a result here
                     print(cells + f" failed: {type(e).__name__}: {str(e)[:160]} | | |", flush=True)
