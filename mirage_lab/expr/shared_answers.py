@@ -51,7 +51,6 @@ class SharedAnswers:
         self._known: dict[bytes, bool] = {}
         self._offset = 0
         self._tail = b""
-        self.read_hits = 0      # answers another worker had already paid z3 for
 
     def get(self, e: Expr) -> bool | None:
         """The answer another worker (or this one) appended for ``e``, or None."""
@@ -60,8 +59,6 @@ class SharedAnswers:
         if got is None:
             self._catch_up()
             got = self._known.get(key)
-            if got is not None:
-                self.read_hits += 1
         return got
 
     def put(self, e: Expr, answer: bool) -> None:
