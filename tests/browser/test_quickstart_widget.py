@@ -116,26 +116,34 @@ def test_clicking_a_row_the_level_switch_and_export(page, lab):
     shown = ex.locator(".mlab-drawing-pane svg.mlg-svg").first.inner_html()   # the selected candidate's drawing
     rows.nth(texts.index(pick)).click()
     detail = ex.locator(".mlab-detail").first
-    page.wait_for_function("([el, idx]) => el.textContent.includes('candidate #' + idx + ' ')",
-                           arg=[detail.element_handle(), pick[0]], timeout=20_000)
+    # Elements are looked up afresh at every poll, never held: JupyterLab may re-render a cell's output
+    # (its windowed notebook re-creates views scrolled out and back), and a held handle then keeps
+    # showing the detached old node.
+    page.wait_for_function("(idx) => { const el = document.querySelector('.mlab-explorer .mlab-detail');"
+                           " return !!el && el.textContent.includes('candidate #' + idx + ' '); }",
+                           arg=pick[0], timeout=20_000)
     assert detail.text_content() != before
     svg = ex.locator(".mlab-drawing-pane svg.mlg-svg")
     svg.wait_for(state="visible")
     # The title comes before the drawing: wait for this candidate's drawing, so the level switch below is not
-    # clicked while the kernel still paints the row's. Clicked then, the kernel drew the kernel level but the page
-    # kept showing the block level (2026-11-28: explorer.detail_svg had no "accum", the pane had).
+    # clicked while the kernel still paints the row's.
     for _ in range(80):
         if svg.first.inner_html() != shown:
             break
         page.wait_for_timeout(250)
-    block_svg = svg.inner_html()
-    assert "accum" in block_svg
-    pane = ex.locator(".mlab-drawing-pane").element_handle()  # persists; its content is replaced
+    # Accumulator nodes (elements of class mlg-kind-accumulator), not the text "accum": the drawing's
+    # embedded stylesheet names that class at every level, and a check of the text passed or failed by
+    # whether the style had been written yet (the flaky failure of 2026-11-28/29).
+    accumulators = "(el) => el.querySelectorAll('.mlg-kind-accumulator').length"
+    assert svg.first.evaluate(accumulators) > 0
+    pane = "document.querySelector('.mlab-explorer .mlab-drawing-pane svg.mlg-svg')"   # the drawing shown now
     ex.locator(".mlab-detail .widget-toggle-button", has_text="kernel").click()
-    page.wait_for_function("(el) => !el.innerHTML.includes('accum')", arg=pane, timeout=20_000)
+    page.wait_for_function(f"() => {{ const el = {pane}; return !!el && ({accumulators})(el) === 0; }}",
+                           timeout=20_000)
     assert "customized" in ex.locator(".mlab-drawing-pane svg.mlg-svg").inner_html()
     ex.locator(".mlab-detail .widget-toggle-button", has_text="block").click()
-    page.wait_for_function("(el) => el.innerHTML.includes('accum')", arg=pane, timeout=20_000)
+    page.wait_for_function(f"() => {{ const el = {pane}; return !!el && ({accumulators})(el) > 0; }}",
+                           timeout=20_000)
     page.locator(".mlab-detail").first.locator("text=✓ equivalent").wait_for(timeout=60_000)
     # Export writes the selected candidate next to the notebook (the kernel's working directory).
     ex.locator("button", has_text="Export").click()
