@@ -13,12 +13,13 @@ set -euo pipefail
 unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-/tmp/pyc}"
 PY="${PYTHON:-python3}"
+export PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"   # this checkout's mirage_lab
 SECONDS=0
 "$PY" - <<'PYEOF'
 import importlib
-mods = ["torch", "torch._dynamo", "torch._inductor.compile_fx", "torch._inductor.codegen.triton",
-        "torch._inductor.runtime.triton_heuristics", "triton", "numba.cuda", "z3", "mirage_lab",
-        "mirage_lab.runtime.kernel", "mirage_lab.search.generator", "mirage_lab.pipeline.autotune"]
+from mirage_lab.pipeline.contenders import COMPILER_MODULES   # what superoptimize preloads for torch.compile
+mods = ["torch", *COMPILER_MODULES, "numba.cuda", "z3", "mirage_lab.runtime.kernel", "mirage_lab.search.generator",
+        "mirage_lab.pipeline.autotune"]
 for m in mods:
     try:
         importlib.import_module(m)

@@ -351,8 +351,8 @@ class _Launch:
     parameters (numba's array layout: meminfo, parent, nitems, itemsize, data, shape,
     strides) and the call's other arguments built once as ctypes objects, so a call only
     writes the data pointers. Where that cannot be set up, ``cuda.core.launch`` is used.
-    ``smem``: bytes of dynamic shared memory (a kernel whose pool is past the static 48 KB);
-    above 48 KB the kernel is compiled first and opted in to that much (``cuFuncSetAttribute``).
+    ``smem``: bytes of dynamic shared memory (a kernel whose pool is past the static 48 KB); the
+    kernel is then compiled first and opted in to that much (``cuFuncSetAttribute``).
     """
 
     def __init__(self, kernel, grid, threads, views, smem=0):
@@ -363,8 +363,11 @@ class _Launch:
         self.smem = smem
         self.go = self._first
 
+    def _flat(self, tensors):
+        return [a.view(v).view(-1) for a, v in zip(tensors, self.views)]
+
     def _dispatch(self, sptr, tensors):
-        arrays = [a.view(v).view(-1) for a, v in zip(tensors, self.views)]
+        arrays = self._flat(tensors)
         self.kernel[self.grid, self.block, _stream(sptr), self.smem](*[_dev(a) for a in arrays])
         return arrays
 
@@ -374,8 +377,7 @@ class _Launch:
 
         from numba import typeof
 
-        arrays = [_dev(a.view(v).view(-1)) for a, v in zip(tensors, self.views)]
-        ov = self.kernel.compile(tuple(typeof(a) for a in arrays))
+        ov = self.kernel.compile(tuple(typeof(_dev(a)) for a in self._flat(tensors)))
         handle = int(ov._codelibrary.get_cufunc().handle)
         set_attr = _libcuda()["cuFuncSetAttribute"]
         set_attr.restype = ctypes.c_int
@@ -384,7 +386,7 @@ class _Launch:
             raise RuntimeError(f"cuFuncSetAttribute(max dynamic shared memory = {self.smem} bytes) failed: CUresult {r}")
 
     def _first(self, sptr, tensors):
-        if self.smem > 48 * 1024 and not SIMULATOR:
+        if self.smem and not SIMULATOR:   # only a pool past the static 48 KB is dynamic
             self._opt_in(tensors)
         arrays = self._dispatch(sptr, tensors)
         if SIMULATOR:
