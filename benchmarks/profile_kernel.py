@@ -4,6 +4,7 @@
     python benchmarks/profile_kernel.py rmsnorm 128 16 512 --mma --pw 64 --mv
     ncu --clock-control none --section SpeedOfLight -k regex:kernel \\
         python benchmarks/profile_kernel.py rmsnorm 128 16 512 --mma --pw 64 --launch-only
+    python benchmarks/profile_kernel.py json 0 0 128 --json cand.json --tag pw0-regNone-acc128-smem144-mma
 
 Prints the lowering's device time (CUDA events, weights rotated over copies > 2 x L2, median
 of 200) and, as references for what the weight read can cost on this GPU, ``torch.sum`` of
@@ -19,6 +20,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # rank_quality (options from a tag)
 
 import mirage_lab as mi  # noqa: E402
 from mirage_lab.codegen import CodegenOptions  # noqa: E402
@@ -59,6 +61,8 @@ def lowering_args(doc: str) -> argparse.ArgumentParser:
     ap.add_argument("--depth", type=int, default=1, help="pipeline_depth")
     ap.add_argument("--mv", action="store_true", help="mma_b16: 32-column mma warps read W in 16-byte loads (movmatrix)")
     ap.add_argument("--json", default="", help="a saved μGraph (program json: grid and frange are its own)")
+    ap.add_argument("--tag", default="", help="the options as a tuner variant's tag (e.g. pw0-regNone-acc128-smem144-mma "
+                                              "from a suite_bench --dump row): replaces --mma/--pw/--depth/--mv")
     return ap
 
 
@@ -69,6 +73,10 @@ def lowering(a: argparse.Namespace) -> tuple[mi.KernelGraph, CodegenOptions]:
     else:
         b, h, o = (int(v) for v in a.shape.split(","))
         g = with_block_dim(BUILDERS[a.program](b, h, o, a.grid, a.frange), a.threads)
+    if a.tag:
+        from rank_quality import options_from_tag
+
+        return g, options_from_tag(a.tag)
     return g, CodegenOptions(mma=a.mma, pipeline_words=a.pw, pipeline_depth=a.depth, mma_b16=a.mv)
 
 

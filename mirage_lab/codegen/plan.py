@@ -320,8 +320,10 @@ class KernelPlan:
             st = self._mma_stream(ch, op, ld, M, K, N, persistent)
             if st is not None:
                 return st
-            if staged_mma_fits(op, self.T, self.options):
-                return None  # wider than 16 rows: both tiles staged, on tensor cores (the emitter's staged mma)
+            if staged_mma_fits(op, self.T, self.options, padded=M > 16):
+                # wider than 16 rows: both tiles staged, on tensor cores (the emitter's staged mma), the
+                # last row of tiles padded where M is not a multiple of 16; up to 16 rows the stream stays
+                return None
         for vw in (8, 4, 2):
             # registers: M*vw partial sums; per-iteration reductions also need T*M*vw floats of smem
             if N % vw or M * vw > self.options.max_stream_acc or N // vw > self.T:
@@ -434,8 +436,17 @@ class KernelPlan:
         return pool, scratch
 
 
-def staged_mma_fits(op: "TBOp", threads: int, options: CodegenOptions) -> bool:
+def mma_rows(m: int) -> int:
+    """Rows of ``mma.m16n8k16`` tiles covering ``m`` rows: ``m`` rounded up to 16."""
+    return -(-m // 16) * 16
+
+
+def staged_mma_fits(op: "TBOp", threads: int, options: CodegenOptions, padded: bool = True) -> bool:
     """``A[M, K] @ B[K, N]`` of two 16-bit tiles in shared memory fits ``mma.m16n8k16`` tiles.
+
+    With ``padded`` M need not be a multiple of 16: the last row of tiles reads A's last row again in
+    place of the missing ones and drops their results (Falcon's 71 query heads over one KV head: 80
+    rows of tensor-core work instead of the FMA path). Without it, the exact fit only.
 
     >>> from mirage_lab.examples import gqa_flashdecoding
     >>> bg = gqa_flashdecoding(1, 32, 16, 64, kv_splits=2, q_blocks=1, forloop_range=2).customized_ops[0].block_graph
@@ -446,7 +457,8 @@ def staged_mma_fits(op: "TBOp", threads: int, options: CodegenOptions) -> bool:
     dts = {a.dtype.name, b.dtype.name}
     M, K, N = a.dims[-2], a.dims[-1], b.dims[-1]
     return (options.mma and len(dts) == 1 and dts <= {"float16", "bfloat16"} and threads % 32 == 0
-            and prod(a.dims[:-2]) == 1 and prod(b.dims[:-2]) == 1 and M % 16 == 0 and N % 8 == 0 and K % 16 == 0)
+            and prod(a.dims[:-2]) == 1 and prod(b.dims[:-2]) == 1 and (padded or M % 16 == 0)
+            and N % 8 == 0 and K % 16 == 0)
 
 
 def loader_strides(ld: Loader) -> list[int]:

@@ -378,10 +378,22 @@ class _Launch:
         from numba import typeof
 
         ov = self.kernel.compile(tuple(typeof(_dev(a)) for a in self._flat(tensors)))
-        handle = int(ov._codelibrary.get_cufunc().handle)
-        set_attr = _libcuda()["cuFuncSetAttribute"]
-        set_attr.restype = ctypes.c_int
-        r = set_attr(ctypes.c_void_p(handle), ctypes.c_int(8), ctypes.c_int(self.smem))   # MAX_DYNAMIC_SHARED_SIZE_BYTES
+        cufunc = ov._codelibrary.get_cufunc()
+        handle = ctypes.c_void_p(int(cufunc.handle))
+        attr, size = ctypes.c_int(8), ctypes.c_int(self.smem)   # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        lib = _libcuda()
+        if hasattr(cufunc, "kernel"):
+            # numba-cuda on cuda.core loads a library: the handle is a CUkernel, which cuFuncSetAttribute
+            # refuses (CUDA_ERROR_INVALID_HANDLE, 400); cuKernelSetAttribute takes it with the device
+            dev = ctypes.c_int()
+            lib["cuDeviceGet"](ctypes.byref(dev), ctypes.c_int(int(cufunc.device.id)))
+            set_attr = lib["cuKernelSetAttribute"]
+            set_attr.restype = ctypes.c_int
+            r = set_attr(attr, size, handle, dev)
+        else:
+            set_attr = lib["cuFuncSetAttribute"]
+            set_attr.restype = ctypes.c_int
+            r = set_attr(handle, attr, size)
         if r:
             raise RuntimeError(f"cuFuncSetAttribute(max dynamic shared memory = {self.smem} bytes) failed: CUresult {r}")
 

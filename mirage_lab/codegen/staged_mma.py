@@ -8,7 +8,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-from .plan import MAX_HOISTED_FRAGS, staged_mma_fits
+from .plan import MAX_HOISTED_FRAGS, mma_rows, staged_mma_fits
 from .source import Src, add, mul
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,7 +29,7 @@ class StagedMmaEmitter:
     def mma_rounds(self, op: "TBOp") -> int:
         """16x8 output tiles each warp takes."""
         a, b = op.inputs
-        return -(-(a.dims[-2] // 16) * (b.dims[-1] // 8) // (self.T // 32))
+        return -(-(mma_rows(a.dims[-2]) // 16) * (b.dims[-1] // 8) // (self.T // 32))
 
     def staged_mma(self, s: Src, op: "TBOp", epilogue: list["TBOp"], tail_acc: "TBOp | None",
                    out_t: "STensor", reads: set[str], persist: bool = False) -> None:
@@ -43,11 +43,15 @@ class StagedMmaEmitter:
         M, K, N = a.dims[-2], a.dims[-1], b.dims[-1]
         reads |= {self.bufname(a), self.bufname(b)}
         W = self.T // 32
-        NT, tiles = N // 8, (M // 16) * (N // 8)
+        # M not a multiple of 16: the last row of tiles is padded; its rows past M read A's last row
+        # (min, no branch: the same values, results dropped) and are never written
+        pad = mma_rows(M) != M
+        NT, tiles = N // 8, (mma_rows(M) // 16) * (N // 8)
         cv = "f2h" if a.dtype.name == "float16" else "f2bf"
         mma = "mma_f16" if a.dtype.name == "float16" else "mma_bf16"
         g = op.guid
-        s.comment(f"{op.outputs[0].name} = matmul on tensor cores: {tiles} tiles of 16x8 over {W} warps, "
+        s.comment(f"{op.outputs[0].name} = matmul on tensor cores: {tiles} tiles of 16x8 over {W} warps"
+                  f"{f' ({M} rows padded to {mma_rows(M)})' if pad else ''}, "
                   f"{K // 16} k-steps each")
         rounds = self.mma_rounds(op)
 
@@ -58,6 +62,9 @@ class StagedMmaEmitter:
             tile = add(mul("(tid // 32)", rounds), str(j)) if blocked else add("tid // 32", str(W * j))
             s(f"tr{g} = ({tile}) // {NT} * 16 + wg{g}" if NT > 1 else f"tr{g} = ({tile}) * 16 + wg{g}")
             s(f"tc{g} = ({tile}) % {NT} * 8" if NT > 1 else f"tc{g} = 0")
+
+        def row_guard(s: Src, dr: int):  # a padded tile's rows past M: computed, never stored
+            return s.block(f"if tr{g} + {dr} < {M}:") if pad else nullcontext()
 
         def guarded(s: Src, j: int):  # the same for the whole warp: every lane reaches the mma or none
             return s.block(f"if tid // 32 + {W * j} < {tiles}:") if (j + 1) * W > tiles else nullcontext()
@@ -72,6 +79,7 @@ class StagedMmaEmitter:
 
         def a_frag(r: int, k0: str) -> str:
             row, ko = A_ROWS[r]
+            row = f"min({row}, {M - 1})" if pad else row
             return pair(self.ref2(a, row, add(k0, str(ko))), self.ref2(a, row, add(k0, str(ko + 1))))
 
         # A the same every iteration (a loop-invariant tile: Q of attention): its fragments are packed
@@ -113,7 +121,8 @@ class StagedMmaEmitter:
                         tile_of(s, j)
                         for r, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
                             col = add(f"tc{g}", mul(f"wt{g}", 2), str(dc))
-                            s(f"{self.ref2(t, add(f'tr{g}', str(dr)), col)} = {acc[j][r]}")
+                            with row_guard(s, dr):
+                                s(f"{self.ref2(t, add(f'tr{g}', str(dr)), col)} = {acc[j][r]}")
 
             self.post_actions.insert(0, writeback)
         for j in range(rounds):
@@ -147,8 +156,9 @@ class StagedMmaEmitter:
                 if persist:
                     continue
                 for r, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
-                    s(f"v = {c[r]}")
-                    for e_op in epilogue:
-                        self.apply(s, e_op)
-                    e = add(mul(add(f"tr{g}", str(dr)), N), f"tc{g}", mul(f"wt{g}", 2), str(dc))
-                    self.finish_elem(s, tail_acc, out_t, e, None)
+                    with row_guard(s, dr):
+                        s(f"v = {c[r]}")
+                        for e_op in epilogue:
+                            self.apply(s, e_op)
+                        e = add(mul(add(f"tr{g}", str(dr)), N), f"tc{g}", mul(f"wt{g}", 2), str(dc))
+                        self.finish_elem(s, tail_acc, out_t, e, None)

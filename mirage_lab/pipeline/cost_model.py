@@ -185,7 +185,7 @@ def _exposed_latency(bg, streams, options: CodegenOptions, T: int) -> dict:
 
 
 def _kernel(bg, options: CodegenOptions) -> _Kernel:
-    from ..codegen.plan import KernelPlan, staged_mma_fits
+    from ..codegen.plan import KernelPlan, mma_rows, staged_mma_fits
 
     T = _prod(bg.block_dim)
     B = _prod(bg.grid_dim)
@@ -249,8 +249,9 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
                 rows = K // max(1, s.G)                # B rows one thread walks, M * vw sums each
                 instr[post] += rows * (M * s.vw + max(1, s.vw // 2))
             elif plan is not None and staged_mma_fits(op, T, options):
-                mma_flops += 2 * M * K * N * batch
-                instr[post] += ceil(M * K / T) + ceil(K * N / T)   # fragments packed from shared memory
+                Mp = mma_rows(M)                       # rows padded to whole 16-row tiles
+                mma_flops += 2 * Mp * K * N * batch
+                instr[post] += ceil(Mp * K / T) + ceil(K * N / T)   # fragments packed from shared memory
                 chain[post] += K // 16
             else:                                      # staged FMA loop: two shared-memory reads per FMA
                 instr[post] += per * K * 3

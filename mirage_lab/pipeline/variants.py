@@ -14,11 +14,14 @@ thread, words issued per phase). The sets below are the ones the hand tuning in
 from __future__ import annotations
 
 import hashlib
+import os
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
-from ..codegen import CodegenOptions, generate_module
+from ..codegen import CodegenOptions, GeneratedModule, generate_module
+from ..codegen.plan import MAX_SMEM_KB, STATIC_SMEM_KB
 from ..errors import MirageLabError
 from ..ir.kernel_graph import KernelGraph
 
@@ -88,10 +91,45 @@ def _uses_mma(g: KernelGraph, options: CodegenOptions) -> bool:
         return False
 
 
-def _source_key(g: KernelGraph, options: CodegenOptions) -> str:
+def _source_key(g: KernelGraph, options: CodegenOptions) -> tuple[str, GeneratedModule]:
     gen = generate_module(g, options=options)
     body = "".join(gen.kernel_sources.values())  # the header names the options; the kernels are what differ
-    return hashlib.sha1(body.encode()).hexdigest()
+    return hashlib.sha1(body.encode()).hexdigest(), gen
+
+
+def device_smem_kb() -> int:
+    """KB of shared memory one block may opt in to on the GPU that tunes (``MIRAGE_LAB_SMEM_KB`` overrides).
+
+    Read from torch only where CUDA is already initialised (never in a search worker); otherwise the
+    H100/H200 figure, 227. 48 or less turns the dynamic shared-memory variants off.
+    """
+    env = os.environ.get("MIRAGE_LAB_SMEM_KB")
+    if env:
+        try:
+            return max(0, min(MAX_SMEM_KB, int(env)))
+        except ValueError:
+            raise MirageLabError(f"MIRAGE_LAB_SMEM_KB must be an integer number of KB, got {env!r}") from None
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            return min(MAX_SMEM_KB, int(getattr(props, "shared_memory_per_block_optin", MAX_SMEM_KB * 1024)) // 1024)
+    except Exception:  # noqa: BLE001 - a broken CUDA set-up: the default, the launch reports the rest
+        pass
+    return MAX_SMEM_KB
+
+
+def _smem_variant(options: CodegenOptions, gen: GeneratedModule, limit_kb: int) -> CodegenOptions | None:
+    """``options`` with the shared-memory pool grown to hold what spilled to global scratch at 48 KB, or None.
+
+    The pool asked for is what the buffers need (10 % and 2 KB over, for the tiles' row padding and the
+    tensor-core fragments, rounded up to 8 KB), so the block keeps as much occupancy as it can.
+    """
+    spill = [k for k in gen.kernels if k.scratch_floats_per_block]
+    if options.smem_kb != STATIC_SMEM_KB or not spill or limit_kb <= STATIC_SMEM_KB:
+        return None
+    need = max(4 * (k.pool_floats + k.scratch_floats_per_block) for k in spill) * 1.1 / 1024 + 2
+    return replace(options, smem_kb=int(min(limit_kb, max(STATIC_SMEM_KB + 8, -(-need // 8) * 8))))
 
 
 def lowering_variants(graph: KernelGraph, *, candidate: int = 0, threads: Sequence[int] = THREADS,
@@ -102,10 +140,11 @@ def lowering_variants(graph: KernelGraph, *, candidate: int = 0, threads: Sequen
     """
     if not graph.customized_ops:
         return [Variant(candidate, graph, CodegenOptions(), 0, "torch")]
-    memo_key = (graph.content_hash(), tuple(threads), tuple(o.astuple() for o in option_sets))
+    smem_kb = device_smem_kb()
+    memo_key = (graph.content_hash(), tuple(threads), tuple(o.astuple() for o in option_sets), smem_kb)
     kept = _MEMO.get(memo_key)
     if kept is None:
-        kept = _MEMO[memo_key] = _lowering_variants(graph, threads, option_sets)
+        kept = _MEMO[memo_key] = _lowering_variants(graph, threads, option_sets, smem_kb)
         while len(_MEMO) > MEMO_SIZE:
             _MEMO.popitem(last=False)
     else:
@@ -120,9 +159,13 @@ MEMO_SIZE = 256
 _MEMO: "OrderedDict[tuple, list[tuple[KernelGraph, CodegenOptions, int, str]]]" = OrderedDict()
 
 
-def _lowering_variants(graph: KernelGraph, threads: Sequence[int],
-                       option_sets: Sequence[CodegenOptions]) -> list[tuple[KernelGraph, CodegenOptions, int, str]]:
-    """The distinct ``(graph, options, threads, source key)`` lowerings, in threads-then-options order."""
+def _lowering_variants(graph: KernelGraph, threads: Sequence[int], option_sets: Sequence[CodegenOptions],
+                       smem_kb: int = MAX_SMEM_KB) -> list[tuple[KernelGraph, CodegenOptions, int, str]]:
+    """The distinct ``(graph, options, threads, source key)`` lowerings, in threads-then-options order.
+
+    A lowering whose buffers spill past the static 48 KB to global scratch is followed by the same
+    lowering with a dynamic shared-memory pool that holds them (up to ``smem_kb``).
+    """
     out: list[tuple[KernelGraph, CodegenOptions, int, str]] = []
     seen: set[str] = set()
     errors: list[str] = []
@@ -136,7 +179,7 @@ def _lowering_variants(graph: KernelGraph, threads: Sequence[int],
             if o.mma and not _uses_mma(g, o):
                 o = replace(o, mma=False)  # say what the kernels are: FMA code under its own name
             try:
-                key = _source_key(g, o)
+                key, gen = _source_key(g, o)
             except MirageLabError as e:
                 errors.append(f"{t} threads, {o.tag()}: {e}")
                 continue
@@ -144,6 +187,16 @@ def _lowering_variants(graph: KernelGraph, threads: Sequence[int],
                 continue
             seen.add(key)
             out.append((g, o, t, key))
+            o2 = _smem_variant(o, gen, smem_kb)
+            if o2 is not None:
+                try:
+                    key2, _ = _source_key(g, o2)
+                except MirageLabError as e:
+                    errors.append(f"{t} threads, {o2.tag()}: {e}")
+                    continue
+                if key2 not in seen:
+                    seen.add(key2)
+                    out.append((g, o2, t, key2))
     if not out:
         raise MirageLabError("no lowering of this μGraph could be generated: " + "; ".join(errors[:3]))
     return out

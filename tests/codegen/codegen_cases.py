@@ -142,6 +142,10 @@ CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [
     # 32 queries x 16 keys per block: both matmuls are 16-row multiples (tensor cores on staged tiles)
     ("gqa_prefill_mma", lambda: gqa_flashdecoding(batch=1, q_len=32, head_dim=16, kv_len=64, kv_splits=2, q_blocks=1,
                                                   forloop_range=2), gqa_inputs),
+    # 20 queries: both matmuls on tensor cores with the second row of tiles padded (rows 20..31 read
+    # row 19 again and are never stored)
+    ("gqa_prefill_mma_padded", lambda: gqa_flashdecoding(batch=1, q_len=20, head_dim=16, kv_len=64, kv_splits=2,
+                                                         q_blocks=1, forloop_range=2), gqa_inputs),
     # exp(S)V with 2 x 4 tiles over 4 warps: each warp takes two tiles of one row, A packed once
     ("gqa_prefill_mma_blocked", lambda: gqa_flashdecoding(batch=1, q_len=32, head_dim=32, kv_len=64, kv_splits=2,
                                                           q_blocks=1, forloop_range=2), gqa_inputs),

@@ -33,9 +33,11 @@ MMA_CASES = {"rms_norm_linear": 1, "rms_norm_linear_m16": 1, "rms_norm_linear_bf
              "gqa_decode": 2, "streamed_epilogue": 1}
 
 
-# cases with matmuls of two staged tiles of 16+ rows on tensor cores (QK^T and exp(S)V of attention; split-K's
-# partial X·W, whose W tile is staged)
-MMA_STAGED = {"gqa_prefill_mma": 2, "gqa_prefill_mma_blocked": 2, "split_k_m16": 1}
+# cases with matmuls of two staged tiles on tensor cores (QK^T and exp(S)V of attention; split-K's partial X·W,
+# whose W tile is staged; the structural case's 4-row X·W, its rows padded to one 16-row tile, as are the 20
+# query rows of gqa_prefill_mma_padded to 32)
+MMA_STAGED = {"gqa_prefill_mma": 2, "gqa_prefill_mma_padded": 2, "gqa_prefill_mma_blocked": 2, "split_k_m16": 1,
+              "structural": 1}
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES])

@@ -268,3 +268,24 @@ def test_streamed_fma_temporaries_are_assigned_once_per_iteration() -> None:
                     if (m := re.match(r"\s*([aw]\d+_\d+_\d+) = ", stmt)))
     assert names and max(names.values()) == 1, names.most_common(3)
     assert {n.split("_")[0] for n in names} == {"a1", "w1", "a2", "w2"}   # per streamed input (in1, in2)
+
+
+def test_staged_tensor_core_matmul_pads_rows_to_16_and_never_stores_the_padding():
+    from mirage_lab.codegen import CodegenOptions, generate_module
+    from mirage_lab.codegen.plan import mma_rows, staged_mma_fits
+    from mirage_lab.examples import gqa_flashdecoding
+
+    from mirage_lab.pipeline import with_block_dim
+
+    g = with_block_dim(gqa_flashdecoding(batch=1, q_len=71, head_dim=64, kv_len=256, kv_splits=2, q_blocks=1,
+                                         forloop_range=2), 512)
+    bg = g.customized_ops[0].block_graph
+    mms = [op for op in bg.ops if op.op_type == "matmul"]
+    on = CodegenOptions(mma=True)
+    assert [mma_rows(m) for m in (1, 16, 17, 71)] == [16, 16, 32, 80]
+    assert all(staged_mma_fits(op, 512, on) for op in mms)
+    assert not any(staged_mma_fits(op, 512, on, padded=False) for op in mms)
+    src = generate_module(g, options=on).kernel_sources
+    text = "".join(src.values())
+    assert text.count("(71 rows padded to 80)") == 2
+    assert "min(" in text and "< 71:" in text       # padded rows read row 70 again; their results are not stored

@@ -20,3 +20,55 @@ def test_lowering_variants_are_generated_once_per_graph_content():
         assert first[0].estimate_us is None                    # callers do not share mutable Variants
     finally:
         vmod._source_key = real
+
+
+def _spilling_graph():
+    # a 16 x 1024 block holding all of X (64 KB of float32 tiles past the static 48 KB pool) and its 1024 x 64 W
+    return ex.rms_norm_linear_fused(16, 1024, 64, grid=1, forloop_range=1)
+
+
+def test_a_lowering_that_spills_to_global_scratch_gets_a_dynamic_shared_memory_twin(monkeypatch):
+    from mirage_lab.codegen import generate_module
+
+    monkeypatch.delenv("MIRAGE_LAB_SMEM_KB", raising=False)
+    vmod._MEMO.clear()
+    vs = vmod.lowering_variants(_spilling_graph(), candidate=0)
+    twins = [v for v in vs if v.options.smem_kb > 48]
+    assert twins, [v.tag for v in vs]
+    for v in twins:
+        base = next(b for b in vs if b.threads == v.threads and b.options.smem_kb == 48
+                    and b.options.astuple()[:7] == v.options.astuple()[:7])
+        spilled = generate_module(base.graph, options=base.options)
+        held = generate_module(v.graph, options=v.options)
+        assert any(k.scratch_floats_per_block for k in spilled.kernels)
+        assert all(k.scratch_floats_per_block == 0 for k in held.kernels)    # every buffer in shared memory
+        assert v.options.smem_kb % 8 == 0 and v.options.smem_kb < 227        # what the buffers need, not the most
+        assert f"-smem{v.options.smem_kb}" in v.tag
+    # a lowering that fits 48 KB has no twin
+    assert not [v for v in vmod.lowering_variants(ex.rms_norm_linear_fused(grid=128), candidate=0)
+                if v.options.smem_kb > 48]
+
+
+def test_the_shared_memory_limit_can_be_set_and_a_bad_setting_is_named(monkeypatch):
+    import pytest
+
+    from mirage_lab.errors import MirageLabError
+
+    vmod._MEMO.clear()
+    monkeypatch.setenv("MIRAGE_LAB_SMEM_KB", "48")         # a GPU with no opt-in past 48 KB: no twins
+    assert not [v for v in vmod.lowering_variants(_spilling_graph(), candidate=0) if v.options.smem_kb > 48]
+    monkeypatch.setenv("MIRAGE_LAB_SMEM_KB", "lots")
+    with pytest.raises(MirageLabError, match="MIRAGE_LAB_SMEM_KB must be an integer"):
+        vmod.lowering_variants(_spilling_graph(), candidate=0)
+
+
+def test_an_attention_block_of_71_query_rows_is_estimated_on_tensor_cores():
+    # Falcon-7B's 71 query heads over one KV head: the tensor-core variant pads the rows to 80 and the cost
+    # model rates it well ahead of the FMA lowering of the same μGraph
+    from mirage_lab.codegen import CodegenOptions
+    from mirage_lab.pipeline.cost_model import estimate
+
+    g = vmod.with_block_dim(ex.gqa_flashdecoding(batch=8, q_len=71, head_dim=64, kv_len=2048, kv_splits=8,
+                                                 q_blocks=1, forloop_range=16), 256)
+    mma, fma = estimate(g, CodegenOptions(mma=True)).us, estimate(g, CodegenOptions()).us
+    assert mma < 0.5 * fma, (mma, fma)
