@@ -244,14 +244,20 @@ def run_gpu(p: suite.SuiteProgram, tune_seconds: float, cap: float | None, setti
 
 
 def dump_tuning(folder: Path, name: str, best: Any, log) -> None:
-    """``folder/<name>.json``: the tuner's row per variant and per program lowering, and every candidate
-    μGraph (JSON, in the search's order), so the losers can be studied (and profiled) off the GPU."""
+    """``folder/<name>.json``: the tuner's row per variant and per program lowering, every candidate
+    μGraph (JSON, in the search's order), and the tuned ones by the number the variant rows give them
+    (``tuned``: a row's ``candidate`` counts the shortlist, not the search's list), so the losers can be
+    studied (and profiled) off the GPU."""
     rep = getattr(best, "report", None)
     sr = getattr(best, "search_result", None)
+    tuned: dict[str, Any] = {}
+    for r in getattr(rep, "results", []):
+        tuned.setdefault(str(r.variant.candidate), json.loads(r.variant.graph.to_json()))
     out = {"program": name, "stop_reason": getattr(rep, "stop_reason", None),
            "variants": rep.rows() if rep is not None else [],
            "programs": [r.row() for r in getattr(rep, "programs", [])],
-           "candidates": [json.loads(c.to_json()) for c in getattr(sr, "candidates", [])]}
+           "candidates": [json.loads(c.to_json()) for c in getattr(sr, "candidates", [])],
+           "tuned": tuned}
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.json").write_text(json.dumps(out))
     log(f"  dumped {len(out['variants'])} variant rows and {len(out['candidates'])} candidates to {folder / name}.json")

@@ -233,3 +233,23 @@ def test_rank_quality_reads_e2e_and_suite_records(tmp_path):
     assert "| e2e.json | p | 3 | 0.50 |" in text and "| suite.jsonl | q | 2 | 1.00 |" in text
     # pooled: ranks (1.5, 3.5, 5, 1.5, 3.5) vs (3, 5, 4, 1, 2): 5.5 / sqrt(9 * 10)
     assert "pooled rho 0.58 over 5 variants; mean within a program 0.70 (2 programs with a ranking)" in text
+
+
+def test_a_dump_names_the_tuned_candidates_by_the_rows_numbers(tmp_path):
+    # the tuner numbers candidates by their place in the shortlist, not in the search's list: the dump keeps
+    # the tuned graphs under the rows' numbers, so a row can be profiled off the GPU without guessing
+    from types import SimpleNamespace as NS
+
+    import suite_bench
+    from mirage_lab.examples import rms_norm_linear_fused
+
+    search_order = [rms_norm_linear_fused(4, 256, 256, grid=g, forloop_range=4) for g in (2, 4, 8)]
+    tuned = [NS(variant=NS(candidate=0, graph=search_order[2]), row=lambda: {"candidate": 0}),
+             NS(variant=NS(candidate=1, graph=search_order[0]), row=lambda: {"candidate": 1})]
+    rep = NS(stop_reason="done", results=tuned, programs=[], rows=lambda: [r.row() for r in tuned])
+    best = NS(report=rep, search_result=NS(candidates=search_order))
+    suite_bench.dump_tuning(tmp_path, "p", best, lambda *_: None)
+    d = json.loads((tmp_path / "p.json").read_text())
+    assert len(d["candidates"]) == 3 and sorted(d["tuned"]) == ["0", "1"]
+    assert d["tuned"]["0"] == json.loads(search_order[2].to_json())
+    assert d["tuned"]["1"] == json.loads(search_order[0].to_json())
