@@ -135,12 +135,16 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         # 16-bit tiles read only as the B operand of tensor-core staged matmuls are k-pair words
         # instead (buffer name -> row pitch in words; :meth:`LoaderEmitter.pair_tiles`)
         self.pair_pitch: dict[str, int] = self.pair_tiles() if pad else {}
+        # and those read only as the A operand keep their loaded words: (m, k pair) words, an A-fragment
+        # register each (:meth:`LoaderEmitter.raw_a_tiles`)
+        self.raw_a_pitch: dict[str, int] = self.raw_a_tiles() if pad else {}
         self.pitch: dict[str, tuple[int, int]] = {}   # buffer name -> (cols, pitch)
         for op in bg.ops if pad else ():
             if self.is_staged_mma(op):
                 for t in op.inputs:
                     cols = t.dims[-1]
-                    if cols % 4 == 0 and t.numel() > cols and self.bufname(t) not in self.pair_pitch:
+                    if (cols % 4 == 0 and t.numel() > cols and self.bufname(t) not in self.pair_pitch
+                            and self.bufname(t) not in self.raw_a_pitch):
                         self.pitch[self.bufname(t)] = (cols, cols + (4 - cols) % 8)
         # sum/mean/rms accumulators of a staged loader tile's rows, summed from the load registers
         self.fused_acc: dict[int, list["TBOp"]] = {}
@@ -263,7 +267,7 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         self._red_inits: list[str] = []
         # every buffer placed before any text is written: the stages write sm[...] / scr[...] directly
         pool, scratch = self.plan_buffers()
-        if scratch and (self.pitch or self.pair_pitch):
+        if scratch and (self.pitch or self.pair_pitch or self.raw_a_pitch):
             raise _PaddingOverflow  # the padded tiles pushed a buffer out of shared memory
         # past numba's static 48 KB (options.smem_kb allows it): dynamic shared memory, opted in at launch
         dyn_bytes = 4 * (pool + p.int_words) if 4 * (pool + p.int_words) > STATIC_SMEM_KB * 1024 else 0

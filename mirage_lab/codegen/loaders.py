@@ -96,8 +96,31 @@ class LoaderEmitter:
             out[self.bufname(t)] = pitch
         return out
 
+    def raw_a_tiles(self) -> dict[str, int]:
+        """Staged 16-bit tiles kept as the words they were loaded as (:meth:`KernelPlan.raw_a_tiles`):
+        buffer name -> row pitch in words. A fragment then costs one 32-bit shared load where the
+        float32 tile cost two loads, two conversions and a pack; the staging stores the loaded vectors
+        as they are, and the tile takes half the shared memory."""
+        by_guid = self.p.raw_a_tiles()
+        return {self.bufname(ld.out): by_guid[ld.out.guid] for ld in self.p.loaders if ld.out.guid in by_guid}
+
     def paired(self, ld: Loader) -> bool:
         return self.bufname(ld.out) in self.pair_pitch
+
+    def raw_a(self, ld: Loader) -> bool:
+        return self.bufname(ld.out) in self.raw_a_pitch
+
+    def store_raw(self, s: Src, ld: Loader, v: str, reg: str) -> None:
+        """Store vector ``v``'s loaded words as they are (row ``v // nvr``, its ``vw / 2`` words)."""
+        buf = self.planned(self.bufname(ld.out))
+        nw = ld.vw // 2
+        words = [f"u2f({reg}[{q}])" for q in range(nw)] if nw > 1 else [f"u2f({reg})"]
+        p, c = self.pair_vector(ld, v)
+        base = add(mul(p, self.raw_a_pitch[buf.name]), mul(c, nw))
+        if nw == 1:
+            s(f"{buf.ref(base)} = {words[0]}")
+            return
+        s(f"sts{nw}({buf.arg(base)}, {', '.join(words)})")
 
     def staged_vectors(self, ld: Loader) -> tuple[int, int]:
         """Vectors of the staged tile (pairs of vectors of rows 2p, 2p + 1 for a k-pair tile), per thread."""
@@ -196,6 +219,11 @@ class LoaderEmitter:
             if self.paired(ld):
                 self.store_pairs(s, ld, v, reg)
                 return
+            raw = self.raw_a(ld) and buf is not None
+            if raw:
+                self.store_raw(s, ld, v, reg)
+                if not (fused and j is not None):
+                    return
             xs = self.decode(ld, reg)
             if fused and j is not None:  # sum / mean / rms of each row, straight from the registers
                 names = [f"xh{ld.index}_{j}_{q}" for q in range(len(xs))]
@@ -204,7 +232,7 @@ class LoaderEmitter:
                 for op in fused:
                     terms = [f"{x} * {x}" if op.attrs["acc"] == "rms" else x for x in xs]
                     s(f"qf{op.guid}_{j} += {' + '.join(terms)}")
-            if buf is not None:
+            if buf is not None and not raw:
                 n = 4 if len(xs) % 4 == 0 else 2 if len(xs) % 2 == 0 else 1
                 base = mul(v, ld.vw)
                 for h in range(0, len(xs), n):

@@ -379,6 +379,25 @@ class KernelPlan:
         return None
 
     # ------------------------------------------------------------------ buffers
+    def raw_a_tiles(self) -> dict[int, int]:
+        """Staged 16-bit loader tiles read only as the A operand of tensor-core staged matmuls: tile guid ->
+        row pitch in 32-bit words. They keep the words they were loaded as (:meth:`LoaderEmitter.raw_a_tiles`):
+        word ``(m, p)`` holds elements ``(m, 2p)`` and ``(m, 2p + 1)``, an A-fragment register as it is. The
+        pitch is 4 mod 8 words, so a warp's fragment reads (rows ``g``, pairs ``t``) hit 32 banks.
+        """
+        out: dict[int, int] = {}
+        for ld in self.loaders:
+            t, tile = ld.out, ld.tile
+            if (ld.mode != "staged" or ld.invariant or ld.view != "int32" or ld.epw != 2 or len(tile) < 2
+                    or prod(tile[:-2]) != 1 or tile[-1] % ld.vw or ld.vw // 2 not in (1, 2, 4)):
+                continue
+            readers = self.consumers.get(t.guid, [])
+            if readers and all(c.op_type == "matmul" and c.guid not in self.stream_of and c.inputs[0] is t
+                               and c.inputs[1] is not t and staged_mma_fits(c, self.T, self.options)
+                               for c in readers):
+                out[t.guid] = tile[-1] // 2 + (4 - tile[-1] // 2) % 8
+        return out
+
     def buf(self, name: str, numel: int, region: str) -> Buf:
         """The buffer ``name``: declared (before :meth:`allocate`) or looked up (after it).
 

@@ -77,9 +77,15 @@ class StagedMmaEmitter:
         def pair(x0: str, x1: str) -> str:
             return f"pk16({cv}({x0}), {cv}({x1}))"
 
-        def a_frag(r: int, k0: str) -> str:
+        pa = self.raw_a_pitch.get(self.bufname(a), 0)   # A kept as its loaded words (LoaderEmitter.raw_a_tiles)
+        a_buf = self.planned(self.bufname(a)) if pa else None
+
+        def a_frag(r: int, k0: str, kw: str) -> str:
+            """A register ``r`` at k-step base ``k0`` (element) / ``kw`` (its k-pair word, ``k0 / 2``)."""
             row, ko = A_ROWS[r]
             row = f"min({row}, {M - 1})" if pad else row
+            if pa:
+                return f"f2u({a_buf.ref(add(mul(row, pa), kw, str(ko // 2)))})"
             return pair(self.ref2(a, row, add(k0, str(ko))), self.ref2(a, row, add(k0, str(ko + 1))))
 
         # A the same every iteration (a loop-invariant tile: Q of attention): its fragments are packed
@@ -100,8 +106,9 @@ class StagedMmaEmitter:
                         tile_of(s, j)
                         for kk in range(K // 16):
                             k0 = add(str(kk * 16), mul(f"wt{g}", 2))
+                            kw = add(str(kk * 8), f"wt{g}")
                             for r in range(4):
-                                s(f"{qa[j][kk][r]} = {a_frag(r, k0)}")
+                                s(f"{qa[j][kk][r]} = {a_frag(r, k0, kw)}")
                     if (j + 1) * W > tiles:  # warps without this tile: defined, never used
                         with s.block("else:"):
                             s("; ".join(f"{x} = i32(0)" for kk in range(K // 16) for x in qa[j][kk]))
@@ -138,13 +145,14 @@ class StagedMmaEmitter:
                     with s.block(f"for kk in range({K // 16}):") if kk is None and K > 16 else nullcontext():
                         k0 = add(str(kk * 16) if kk is not None else mul("kk", 16) if K > 16 else "0",
                                  mul(f"wt{g}", 2))
+                        kw = add(str(kk * 8) if kk is not None else mul("kk", 8) if K > 16 else "0", f"wt{g}")
                         if hoist:
                             av = qa[j][kk]
                         else:
                             av = [f"a{r}{g}" for r in range(4)]
                             if not blocked or j == 0:  # blocked: the same tile row in every round
                                 for r in range(4):
-                                    s(f"{av[r]} = {a_frag(r, k0)}")
+                                    s(f"{av[r]} = {a_frag(r, k0, kw)}")
                         for r, ko in enumerate((0, 8)):
                             if pb:  # k-pair words: the register as it is (pair row k0 / 2 + ko / 2)
                                 kr = add(str(kk * 8) if kk is not None else mul("kk", 8) if K > 16 else "0",

@@ -196,6 +196,7 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
     except Exception:  # an unlowerable plan is the compiler's to report; cost it without streams
         plan, streams = None, {}
     streamed_tiles = {s.op.inputs[1].guid for s in streams.values()}
+    raw_a = plan.raw_a_tiles() if plan is not None and options.mma else {}   # 16-bit words, read as A fragments
 
     loop_bytes = once_bytes = dram = replicated = 0.0
     for lop in bg.input_ops:
@@ -227,7 +228,7 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
         if op.op_type in ("input", "output"):
             if op.op_type == "input" and op.outputs[0].guid not in streamed_tiles:
                 t = op.outputs[0]
-                smem += t.numel() * 4
+                smem += t.numel() * (2 if t.guid in raw_a else 4)
                 instr[False] += ceil(t.numel() / (T * 4))   # vector loads staged into shared memory
             continue
         out = op.outputs[0]
@@ -251,7 +252,8 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
             elif plan is not None and staged_mma_fits(op, T, options):
                 Mp = mma_rows(M)                       # rows padded to whole 16-row tiles
                 mma_flops += 2 * Mp * K * N * batch
-                instr[post] += ceil(Mp * K / T) + ceil(K * N / T)   # fragments packed from shared memory
+                # fragments packed from shared memory; an A tile kept as its loaded words is read a pair at a time
+                instr[post] += ceil(Mp * K / T / (2 if a.guid in raw_a else 1)) + ceil(K * N / T)
                 chain[post] += K // 16
             else:                                      # staged FMA loop: two shared-memory reads per FMA
                 instr[post] += per * K * 3

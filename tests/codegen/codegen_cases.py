@@ -152,6 +152,9 @@ CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [
     # one key per iteration: K's tile is a 1-wide column of a 16-bit tensor (once compiled to `// 0`)
     ("gqa_one_key_per_iteration", lambda: gqa_flashdecoding(batch=2, q_len=8, head_dim=16, kv_len=32, kv_splits=2,
                                                             q_blocks=1, forloop_range=16), gqa_inputs),
+    # 32 rows of X against W1, W2: both matmuls on tensor cores with X's tile kept as its loaded words
+    # (the A fragments read as they are) and the W tiles as k-pair words
+    ("gated_mlp_m32", lambda: gated_mlp_fused(32, 128, 64, grid=2, forloop_range=2), randn_inputs(0.5)),
     # split-K: partial sums on a (splits, column blocks) grid, then a combine kernel looping over them
     ("split_k_l2_norm", lambda: matmul_split_k(4, 64, 64, splits=4, col_blocks=2, forloop_range=2, l2_norm=True),
      randn_inputs()),
