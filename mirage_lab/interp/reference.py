@@ -237,17 +237,26 @@ def _execute(bg: BlockGraph, load_tile, save_tile) -> None:
 
 
 # --------------------------------------------------------------------------- block level, batched
+def tile_view(x: torch.Tensor, grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> torch.Tensor:
+    """All blocks' tiles of ``x`` for all iterations as one strided view, no copy: ``[gx|1, gy|1, gz|1, R, *tile]``
+    (an axis that does not split ``x`` has size 1; R = 1 when not looped). :func:`mirage_lab.ir.tiling.gather_plan`."""
+    x = x.contiguous()
+    shape, strides, _ = gather_plan(x.shape, grid, imap, fmap, frange)
+    return x.as_strided(shape, strides, x.storage_offset())
+
+
+def blocks_of(v: torch.Tensor, grid: Sequence[int]) -> torch.Tensor:
+    """A ``[gx|1, gy|1, gz|1, ...]`` view with its grid axes broadcast and flattened: ``[gx*gy*gz, ...]``."""
+    rest = v.shape[3:]
+    return v.expand(grid[0], grid[1], grid[2], *rest).reshape(grid[0] * grid[1] * grid[2], *rest)
+
+
 def gather_tiles(x: torch.Tensor, grid: Sequence[int], imap: Sequence[int], fmap: int, frange: int) -> torch.Tensor:
     """All blocks' tiles of ``x`` for all iterations: shape ``[gx*gy*gz, R, *tile]`` (R = 1 when not looped).
 
-    One strided view of ``x`` (:func:`mirage_lab.ir.tiling.gather_plan`), broadcast over the
-    grid axes that do not split it.
+    One strided view of ``x`` (:func:`tile_view`), broadcast over the grid axes that do not split it.
     """
-    x = x.contiguous()
-    shape, strides, _ = gather_plan(x.shape, grid, imap, fmap, frange)
-    v = x.as_strided(shape, strides, x.storage_offset())
-    r, tile = shape[3], shape[4:]
-    return v.expand(grid[0], grid[1], grid[2], r, *tile).reshape(grid[0] * grid[1] * grid[2], r, *tile)
+    return blocks_of(tile_view(x, grid, imap, fmap, frange), grid)
 
 
 def scatter_tiles(tiles: torch.Tensor, grid: Sequence[int], omap: Sequence[int], out_dims: Sequence[int]) -> torch.Tensor:
@@ -269,14 +278,21 @@ def scatter_tiles(tiles: torch.Tensor, grid: Sequence[int], omap: Sequence[int],
 
 def run_block_graph(bg: BlockGraph, args: list[torch.Tensor]) -> list[torch.Tensor]:
     """Run a customized op's block graph for the whole grid at once (blocks batched)."""
-    tiles = []
-    for op, x in zip(bg.input_ops, args):
-        tiles.append(gather_tiles(x, bg.grid_dim, op.attrs["input_map"], op.attrs["forloop_dim"], bg.forloop_range))
+    # Views, copied one iteration at a time: an operand replicated over a grid axis (X of a row x column
+    # grid, read by every column block) copied for all iterations at once took frange times the memory
+    # (4.8 GB of float64 for one tile of Gemma 7B's GeGLU prefill, which killed search workers confirming it)
+    views = [tile_view(x, bg.grid_dim, op.attrs["input_map"], op.attrs["forloop_dim"], bg.forloop_range)
+             for op, x in zip(bg.input_ops, args)]
     outs: list[torch.Tensor | None] = [None] * len(bg.output_ops)
+    fixed: dict[int, torch.Tensor] = {}   # loaders outside the loop: copied once
 
     def load(i: int, it: int) -> torch.Tensor:
-        t = tiles[i]
-        return t[:, it if t.shape[1] > 1 else 0]
+        v = views[i]
+        if v.shape[3] == 1:
+            if i not in fixed:
+                fixed[i] = blocks_of(v[:, :, :, 0], bg.grid_dim)
+            return fixed[i]
+        return blocks_of(v[:, :, :, it], bg.grid_dim)
 
     def save(i: int, value: torch.Tensor) -> None:
         op = bg.output_ops[i]

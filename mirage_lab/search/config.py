@@ -36,6 +36,12 @@ GRID_DIVISORS = (8, 16, 32, 64, 128, 256)
 # one-axis grid). A skinny matmul has few output tiles; split over K, a few blocks share each.
 MAX_SPLIT = 16
 ATTENTION_GRID_DIVISORS = (8, 64, 128, 256)
+# Row x column grids for matmul programs with many rows (prefill): blocks of this many rows. With
+# one-axis grids every block reads all the rows of X, and past ~128 rows its tile no longer fits
+# shared memory at any loop range that keeps the search's partial products in bounds (Gemma 7B's
+# GeGLU prefill of 256 tokens found no candidate; RESULTS.md, "Suite programs with no candidate").
+ROW_TILES = (64, 128)
+ROW_GRID_MIN_ROWS = 128
 
 # the ops table's searched ops, in its order (mirage_lab.ops): matmul, the unary, the binary ones
 KERNEL_OPS = tuple(n for n in names(level=KERNEL, searched=True) if n != "rms_norm")
@@ -107,6 +113,10 @@ class SearchConfig:
     block_ops: tuple[str, ...] = BLOCK_OPS
     block_accums: tuple[str | None, ...] = BLOCK_ACCUMS
     two_d_grids: bool = False
+    # Row x column grids (rows // r, g, 1), r in ROW_TILES, beside each one-axis grid (g, 1, 1). None: on
+    # for a program whose outputs are matrices of ROW_GRID_MIN_ROWS rows or more, outside the attention
+    # preset (which has its own two-axis grids); resolved by :meth:`resolved`.
+    row_grids: bool | None = None
     # Split-K, opt-in (None or False: off; True: on where the program sums over an axis whose partial
     # sums a second kernel can add up and finish, :func:`.axes.split_axes`, outside the attention
     # preset, which splits the KV length its own way; resolved by :meth:`resolved`). Off by default:
@@ -197,6 +207,10 @@ class SearchConfig:
             out = replace(out, max_kernel_ops=max(MIRAGE_MAX_KERNEL_OPS, len(graph.inputs) + MIN_OPS_BEYOND_INPUTS))
         if out.max_block_ops is None:
             out = replace(out, max_block_ops=MIRAGE_MAX_BLOCK_OPS + (len(graph.inputs) > 3))
+        if out.row_grids is None:
+            outs = [tuple(t.dims) for t in graph.outputs]
+            out = replace(out, row_grids=out.config != "attention" and bool(outs) and all(
+                len(d) == 2 and d[0] >= ROW_GRID_MIN_ROWS for d in outs))
         if out.split_reduction:
             from .axes import split_axes   # axes imports the IR; config stays import-light
 
@@ -224,6 +238,10 @@ class SearchConfig:
                         grids.append((batch, d // y, 1))
             if len(input_dims) > 2:
                 grids.append((batch, 16, 4))
+        if self.row_grids and len(input_dims[0]) == 2:
+            rows = input_dims[0][0]
+            cols = [g[0] for g in grids if g[1] == g[2] == 1 and g[0] > 1]
+            grids += [(rows // r, g, 1) for r in ROW_TILES if rows % r == 0 and rows > r for g in cols]
         out = []
         for g in grids:
             n = g[0] * g[1] * g[2]

@@ -176,6 +176,8 @@ def validate_search_settings(config: Any, settings: Mapping[str, Any], program: 
             _int_rule(k, v, 1)
         elif k == "split_reduction" and v is not None and not isinstance(v, bool):
             raise SearchConfigError(f"{k}={v!r}: must be True, False or None (on where the program allows split-K).")
+        elif k == "row_grids" and v is not None and not isinstance(v, bool):
+            raise SearchConfigError(f"{k}={v!r}: must be True, False or None (on for programs of 128 rows or more).")
     lo, hi = settings.get("min_blocks"), settings.get("max_blocks")
     if lo is not None and hi is not None and lo > hi:
         raise SearchConfigError(f"min_blocks={lo} is larger than max_blocks={hi}.")

@@ -206,3 +206,27 @@ def test_per_block_mode_leaves_unwritten_elements_nan():
     g, inputs, _ = every_accumulator_3d_grid_replicated_axis()
     outs = mi.run_reference(g, inputs, per_block=True)
     assert all(torch.isfinite(o).all() for o in outs)
+
+
+def test_replicated_operands_are_copied_one_iteration_at_a_time(monkeypatch):
+    """X of a row x column grid is read by every column block. The batched interpreter copies each
+    iteration's tiles when it needs them (all iterations at once took frange times the memory: gigabytes
+    at prefill shapes, which killed search workers confirming a candidate) and gives the per-block result."""
+    from mirage_lab.interp import reference as R
+
+    g = mi.new_kernel_graph()
+    X, W = g.new_input((64, 256)), g.new_input((256, 128))
+    bg = mi.new_threadblock_graph(grid_dim=(2, 16, 1), block_dim=(128, 1, 1), forloop_range=8, reduction_dimx=64)
+    x = bg.new_input(X, input_map=(0, -1, -1), forloop_dim=1)    # [32, 32] per block, the same for all 16 columns
+    w = bg.new_input(W, input_map=(-1, 1, -1), forloop_dim=0)    # [32, 8]
+    bg.new_output(bg.forloop_accum(bg.matmul(x, w)), output_map=(0, 1, -1))
+    (O,) = g.customized([X, W], bg)
+    g.mark_output(O)
+    sizes = []
+    real = R.blocks_of
+    monkeypatch.setattr(R, "blocks_of", lambda v, grid: sizes.append(real(v, grid).numel()) or real(v, grid))
+    xs = [torch.randn(64, 256, dtype=torch.float64), torch.randn(256, 128, dtype=torch.float64)]
+    batched = R.run_block_graph(bg, xs)[0]
+    assert max(sizes) == 32 * 32 * 32                                  # 32 blocks x one [32, 32] tile of X
+    assert torch.allclose(batched, R.run_block_graph_per_block(bg, xs)[0])
+    assert torch.allclose(batched, xs[0] @ xs[1])

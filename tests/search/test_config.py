@@ -24,6 +24,32 @@ def test_grid_candidates_follow_mirage_rules():
     assert (2, 16, 4) in att and (2, 512, 1) in att
 
 
+def test_programs_of_many_rows_get_row_by_column_grids():
+    # a prefill matmul (256 rows): blocks of 64 or 128 rows by each one-axis grid's columns, tried first;
+    # a decode matmul (16 rows) and the attention preset keep their grids
+    import mirage_lab as mi
+
+    def program(rows):
+        g = mi.new_kernel_graph()
+        X, W = g.new_input((rows, 512)), g.new_input((512, 1024))
+        g.mark_output(g.matmul(X, W))
+        return g
+
+    prefill = SearchConfig().resolved(program(256))
+    assert prefill.row_grids
+    grids = prefill.grid_candidates([(256, 512), (512, 1024)])
+    assert (4, 128, 1) in grids and (2, 128, 1) in grids and (128, 1, 1) in grids
+    assert grids[0][0] > 1 and grids[0][1] > 1                       # two-axis grids first
+    assert all(32 <= g[0] * g[1] * g[2] <= 4096 for g in grids if g != (256, 1, 1))
+    assert not SearchConfig().resolved(program(16)).row_grids
+    assert not SearchConfig.from_args("attention").resolved(program(256)).row_grids
+    assert not SearchConfig(row_grids=False).resolved(program(256)).row_grids   # the user's word stands
+    from mirage_lab.search.settings_check import validate_search_settings
+
+    with pytest.raises(SearchConfigError, match="row_grids"):
+        validate_search_settings(None, {"row_grids": "yes"})
+
+
 def test_user_overrides_are_used():
     cfg = SearchConfig.from_args(griddims=[(8, 1, 1)], imaps=[(1, -1, -1)], omaps=[(1, 0, -1)], fmaps=[0], franges=[2])
     assert (8, 1, 1) in cfg.grid_candidates([(4, 64)])  # below min_blocks, kept because the user asked
