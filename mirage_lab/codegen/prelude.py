@@ -395,7 +395,7 @@ class _Launch:
             set_attr.restype = ctypes.c_int
             r = set_attr(handle, attr, size)
         if r:
-            raise RuntimeError(f"cuFuncSetAttribute(max dynamic shared memory = {self.smem} bytes) failed: CUresult {r}")
+            raise RuntimeError(f"{set_attr.__name__}(max dynamic shared memory = {self.smem} bytes) failed: CUresult {r}")
 
     def _first(self, sptr, tensors):
         if self.smem and not SIMULATOR:   # only a pool past the static 48 KB is dynamic
