@@ -12,6 +12,7 @@ that more than one candidate fits in every such join is left out (``unknown``): 
         --program rmsnorm_linear_16x4096x4096 --search 300 --out /tmp/rec.json
     python benchmarks/probes/costmodel_records.py --dump DUMPDIR/some_program.json --out /tmp/rec.json
     python benchmarks/probes/costmodel_records.py --dump NEWDUMP.json --old-model current --out /tmp/rec.json
+    # a dump with 'tuned' (suite_bench since 2026-11-29 (c)) is joined exactly, whatever the model
     # then merge the programs into found/costmodel_h100_records.json (a JSON list, one record a program)
 """
 from __future__ import annotations
@@ -117,6 +118,17 @@ def match(rows: list[dict], raw: list[dict], estimate, given: dict | None = None
                          for r in rows if r["candidate"] in pick]}
 
 
+def from_tuned(rows: list[dict], tuned: dict[str, dict]) -> dict:
+    """The exact join of a dump that names its tuned graphs (``suite_bench --dump`` since 2026-11-29 (c):
+    ``tuned`` maps the rows' candidate numbers to the μGraphs); no estimate has to be matched."""
+    keys = sorted(tuned, key=int)
+    return {"fits": {}, "unknown": {}, "candidates": [tuned[k] for k in keys],
+            "variants": [{"candidate": keys.index(str(r["candidate"])), "threads": r["threads"],
+                          "options": r["options"], "median_us": r["median_us"],
+                          "old_estimate_us": r["estimate_us"], "error": r["error"]}
+                         for r in rows if str(r["candidate"]) in tuned]}
+
+
 def shortlist_picks(raw: list[dict], estimate, n: int = 8) -> list[int]:
     """``pipeline.shortlist`` of the candidates in ``raw`` under the run's cost model (``estimate``): the
     dump's rows number the candidates in this order. Where ties left the estimates unsure, this decides."""
@@ -154,8 +166,11 @@ def main(argv: list[str] | None = None) -> int:
         raw = json.loads(a.candidates.read_text()) if a.candidates else []
         if a.search:
             raw += search_candidates(a.program, a.search, a.workers)
-    joined = match(rows, raw, estimate)
-    if a.dump is not None:   # the run's own shortlist, where every row group fits its pick
+    if a.dump is not None and d.get("tuned"):
+        joined = from_tuned(rows, d["tuned"])
+    else:
+        joined = match(rows, raw, estimate)
+    if a.dump is not None and not d.get("tuned"):   # the run's own shortlist, where every row group fits its pick
         picks = shortlist_picks(raw, estimate, a.max_candidates)
         fits_all = all(picks[c] in js for c, js in joined["fits"].items() if c < len(picks))
         print(f"  the run's shortlist {picks}: {'consistent with' if fits_all else 'CONTRADICTS'} the estimates")

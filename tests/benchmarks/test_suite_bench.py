@@ -253,3 +253,18 @@ def test_a_dump_names_the_tuned_candidates_by_the_rows_numbers(tmp_path):
     assert len(d["candidates"]) == 3 and sorted(d["tuned"]) == ["0", "1"]
     assert d["tuned"]["0"] == json.loads(search_order[2].to_json())
     assert d["tuned"]["1"] == json.loads(search_order[0].to_json())
+
+
+def test_a_dump_with_its_tuned_graphs_joins_exactly_into_cost_model_records(tmp_path):
+    # probes/costmodel_records.py: a dump that names its tuned graphs is joined by those numbers, whatever the
+    # cost model of the run; a row whose candidate is not among them is left out
+    sys.path.insert(0, str(BENCH / "probes"))
+    import costmodel_records as cr
+    from mirage_lab.examples import rms_norm_linear_fused
+
+    graphs = [json.loads(rms_norm_linear_fused(4, 256, 256, grid=g, forloop_range=4).to_json()) for g in (2, 8)]
+    row = {"threads": 128, "options": "pw0-regNone-acc128", "median_us": 5.0, "estimate_us": 1.0, "error": None}
+    rows = [{**row, "candidate": 1}, {**row, "candidate": 0, "median_us": 7.0}, {**row, "candidate": 5}]
+    got = cr.from_tuned(rows, {"0": graphs[1], "1": graphs[0]})
+    assert got["candidates"] == [graphs[1], graphs[0]]
+    assert [(v["candidate"], v["median_us"]) for v in got["variants"]] == [(1, 5.0), (0, 7.0)]
