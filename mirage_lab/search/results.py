@@ -49,10 +49,18 @@ class SearchResult:
     @property
     def best(self) -> KernelGraph:
         if not self.candidates:
-            raise NoCandidateError(
-                "the search found no equivalent μGraph; widen it (config=..., max_block_ops=..., griddims=...) "
-                f"— it visited {self.stats.states} states"
-            )
+            msg = (f"the search found no equivalent μGraph; widen it (config=..., max_block_ops=..., griddims=...) "
+                   f"— it visited {self.stats.states} states")
+            lost = [e for e in self.errors if e.startswith("a search worker failed")]
+            if lost:
+                # a worker the system killed (out of memory, most often) takes its chunk of subtrees and, the pool
+                # being broken, every chunk still queued: the space was not searched, whatever the message above says
+                msg += (f", and {len(lost)} chunks of its subtrees were lost to failed search workers "
+                        f"({lost[0][len('a search worker failed: '):][:160]})")
+                if any("BrokenProcessPool" in e or "terminated abruptly" in e for e in lost):
+                    msg += ("; a worker process killed from outside is most often out of memory: "
+                            "try fewer workers (workers=2) or a smaller program")
+            raise NoCandidateError(msg)
         return self.ranked()[0]
 
 

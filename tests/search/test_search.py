@@ -67,6 +67,21 @@ def test_no_candidate_gives_a_clear_error():
         g.superoptimize(workers=1, max_kernel_ops=3, max_block_ops=3)
 
 
+def test_no_candidate_after_workers_died_says_so():
+    # a worker killed by the system (out of memory: Gemma 7B's prefill search on a 23 GB box) breaks the pool and
+    # every queued chunk with it; "widen it" alone would send the user the wrong way
+    from mirage_lab.search import SearchResult, SearchStats
+
+    lost = "a search worker failed: BrokenProcessPool: A process in the process pool was terminated abruptly " \
+           "while the future was running or pending."
+    res = SearchResult(small_program(), [], [], SearchStats(states=3), errors=[lost] * 97)
+    with pytest.raises(NoCandidateError, match=r"97 chunks of its subtrees were lost.*BrokenProcessPool.*out of memory"):
+        res.best
+    with pytest.raises(NoCandidateError) as e:   # no worker lost: the plain message
+        SearchResult(small_program(), [], [], SearchStats(states=3)).best
+    assert "lost" not in str(e.value) and "visited 3 states" in str(e.value)
+
+
 def test_bad_programs_are_refused():
     g = mi.new_kernel_graph()
     g.new_input((4, 4))
