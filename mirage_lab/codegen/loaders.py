@@ -6,7 +6,7 @@ when it fits) and stored to shared memory as float32; part of :mod:`.block_kerne
 from __future__ import annotations
 
 from ..ir.tiling import axis_of
-from .plan import AXIS_VARS, PREFETCH_WORDS, Loader
+from .plan import AXIS_VARS, PREFETCH_WORDS, Loader, word_tile
 from .source import Src, add, dot, mul, prod, row_strides, unravel
 
 
@@ -80,8 +80,7 @@ class LoaderEmitter:
         out: dict[str, int] = {}
         for ld in self.p.loaders:
             t, tile = ld.out, ld.tile
-            if (ld.mode != "staged" or ld.invariant or ld.view != "int32" or ld.epw != 2 or len(tile) < 2
-                    or prod(tile[:-2]) != 1 or tile[-2] % 2 or tile[-1] % ld.vw or ld.vw // 2 not in (1, 2, 4)):
+            if not word_tile(ld) or tile[-2] % 2:
                 continue
             readers = self.consumers(t)
             if not readers or not all(self.is_staged_mma(c) and c.inputs[1] is t and c.inputs[0] is not t

@@ -62,8 +62,9 @@ class CodegenOptions:
     :meth:`KernelPlan._mma_stream`; without it such a stream reads 8-byte loads from 4 rows.
     It only matters with ``mma``. ``smem_kb``: the shared-memory pool a block may use; past the 48 KB
     numba declares statically, the pool becomes dynamic shared memory, opted in at launch
-    (``cuFuncSetAttribute``, up to ``MAX_SMEM_KB`` on sm_90), instead of the buffers that do not fit
-    moving to a global scratch area. Not yet among the tuner's variants: measure it first.
+    (``_Launch._opt_in``, up to ``MAX_SMEM_KB`` on sm_90), instead of the buffers that do not fit
+    moving to a global scratch area. The tuner adds such a twin to every lowering that spills
+    (``pipeline.variants._smem_variant``).
 
     >>> CodegenOptions(pipeline_words=32).tag()
     'pw32-regNone-acc128'
@@ -388,8 +389,7 @@ class KernelPlan:
         out: dict[int, int] = {}
         for ld in self.loaders:
             t, tile = ld.out, ld.tile
-            if (ld.mode != "staged" or ld.invariant or ld.view != "int32" or ld.epw != 2 or len(tile) < 2
-                    or prod(tile[:-2]) != 1 or tile[-1] % ld.vw or ld.vw // 2 not in (1, 2, 4)):
+            if not word_tile(ld):
                 continue
             readers = self.consumers.get(t.guid, [])
             if readers and all(c.op_type == "matmul" and c.guid not in self.stream_of and c.inputs[0] is t
@@ -453,6 +453,14 @@ class KernelPlan:
                 b.offset = scratch
                 scratch += al(b.numel)
         return pool, scratch
+
+
+def word_tile(ld: Loader) -> bool:
+    """A staged, looped 16-bit loader tile of one matrix whose vectors are 1, 2 or 4 words: one the
+    staging can keep as 32-bit words of element pairs (k-pair B tiles, raw A tiles) instead of float32."""
+    tile = ld.tile
+    return (ld.mode == "staged" and not ld.invariant and ld.view == "int32" and ld.epw == 2 and len(tile) >= 2
+            and prod(tile[:-2]) == 1 and tile[-1] % ld.vw == 0 and ld.vw // 2 in (1, 2, 4))
 
 
 def mma_rows(m: int) -> int:

@@ -352,7 +352,8 @@ class _Launch:
     strides) and the call's other arguments built once as ctypes objects, so a call only
     writes the data pointers. Where that cannot be set up, ``cuda.core.launch`` is used.
     ``smem``: bytes of dynamic shared memory (a kernel whose pool is past the static 48 KB); the
-    kernel is then compiled first and opted in to that much (``cuFuncSetAttribute``).
+    kernel is then compiled first and opted in to that much (``cuKernelSetAttribute`` on the
+    ``CUkernel`` numba-cuda loads from a library, ``cuFuncSetAttribute`` on an older ``CUfunction``).
     """
 
     def __init__(self, kernel, grid, threads, views, smem=0):
