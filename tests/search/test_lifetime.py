@@ -145,16 +145,19 @@ def test_pool_workers_keep_freed_memory_warm():
         pytest.skip("glibc's mallopt: Linux only")
     ctx = mp.get_context("fork")
     with ProcessPoolExecutor(1, mp_context=ctx, initializer=executors._pool_worker_init, initargs=(os.getpid(),)) as ex:
-        kept = ex.submit(_rss_kept_after_free).result()
+        kept = ex.submit(_rss_given_back_after_free).result()
     with ProcessPoolExecutor(1, mp_context=ctx) as ex:
-        plain = ex.submit(_rss_kept_after_free).result()
+        plain = ex.submit(_rss_given_back_after_free).result()
     if plain is None:
         pytest.skip("no /proc/self/statm")
-    assert kept > 48 and plain < 16, (kept, plain)
+    # measured as what the free gives back, not as what stays above the start: a forked worker may inherit free
+    # heap chunks from the test process and serve part of the array from them (kept 41 MB "above the start" in one
+    # CI run of five, depending on the tests run before in that process)
+    assert kept < 16 and plain > 48, (kept, plain)
 
 
-def _rss_kept_after_free():
-    """MB of resident memory still held after making (touching) and freeing a 64 MB array."""
+def _rss_given_back_after_free():
+    """MB of resident memory handed back to the OS by freeing a 64 MB array just made (and touched)."""
     import numpy as np
 
     def rss_mb():
@@ -164,10 +167,10 @@ def _rss_kept_after_free():
         except OSError:
             return None
 
-    before = rss_mb()
-    if before is None:
+    if rss_mb() is None:
         return None
     a = np.ones(1 << 23, dtype=np.float64)
     assert a[-1] == 1.0
+    during = rss_mb()
     del a
-    return rss_mb() - before
+    return during - rss_mb()
