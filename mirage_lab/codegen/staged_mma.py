@@ -15,8 +15,46 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..ir.block_graph import STensor, TBOp
 
 
+def warp_block(tile_rows: int, tile_cols: int, warps: int, rounds: int) -> tuple[int, int] | None:
+    """(R, C): each warp's ``rounds`` tiles as an R x C block sharing its fragments, or None.
+
+    Only when the tiles split evenly into one block per warp; of those shapes the one with the fewest
+    shared loads per k-step (4 R + 2 C).
+
+    >>> warp_block(4, 4, 8, 2), warp_block(2, 8, 4, 4), warp_block(4, 4, 4, 4), warp_block(3, 4, 8, 2)
+    ((1, 2), (1, 4), (1, 4), None)
+    """
+    if rounds < 2 or tile_rows * tile_cols != warps * rounds:
+        return None
+    shapes = [(4 * r + 2 * (rounds // r), r, rounds // r) for r in range(1, rounds + 1)
+              if rounds % r == 0 and tile_rows % r == 0 and tile_cols % (rounds // r) == 0]
+    return min(shapes)[1:] if shapes else None
+
+
+def block_tile(tile_cols: int, blk: tuple[int, int], axis: int, i: int) -> str:
+    """Tile row (``axis`` 0) or column (1) number ``i`` of the calling warp's block of ``blk`` tiles.
+
+    Warps take the blocks in row-major order over ``tile_cols // C`` blocks per row of tiles.
+
+    >>> block_tile(4, (1, 2), 0, 0), block_tile(4, (1, 2), 1, 1), block_tile(8, (1, 8), 0, 0)
+    ('(tid // 32 // 2)', '((tid // 32 % 2) * 2 + 1)', '(tid // 32)')
+    """
+    nb = tile_cols // blk[1]
+    if axis == 0:
+        base = mul("tid // 32" if nb == 1 else f"tid // 32 // {nb}", blk[0])
+    else:
+        base = mul(f"tid // 32 % {nb}", blk[1]) if nb > 1 else "0"
+    e = add(base, str(i))
+    simple = e.isdigit() or (e.startswith("(") and e.endswith(")") and e.count("(") == 1)
+    return e if simple else f"({e})"
+
+
 class StagedMmaEmitter:
     """16x8 output tiles dealt to warps, fragments packed from the float32 tiles."""
+
+    register_blocking = True   # a warp's tiles share fragments in one k loop (off: probes/mma_blocking_probe.py's A/B)
+    mma_partners: dict = {}    # ChainEmitter.group_mma_siblings: matmuls sharing one k loop (replaced per kernel)
+    mma_absorbed: set = set()
 
     # ------------------------------------------------------------------ tensor-core staged matmul
     def staged_mma_fits(self, op: "TBOp") -> bool:
@@ -30,6 +68,37 @@ class StagedMmaEmitter:
         """16x8 output tiles each warp takes."""
         a, b = op.inputs
         return -(-(mma_rows(a.dims[-2]) // 16) * (b.dims[-1] // 8) // (self.T // 32))
+
+    def a_hoisted(self, op: "TBOp") -> bool:
+        """A loop-invariant A tile (Q of attention) whose fragments are packed once before the loop."""
+        a, _ = op.inputs
+        ld_a = self.p.loader_of.get(a.guid)
+        return (self.in_loop and self.FR > 1 and ld_a is not None and ld_a.invariant
+                and self.mma_rounds(op) * (a.dims[-1] // 16) * 4 <= MAX_HOISTED_FRAGS)
+
+    def mma_block(self, op: "TBOp") -> tuple[int, int] | None:
+        """The R x C block of tiles each warp takes with register blocking, or None (tiles dealt round-robin)."""
+        if not self.register_blocking or self.a_hoisted(op):
+            return None
+        a, b = op.inputs
+        return warp_block(mma_rows(a.dims[-2]) // 16, b.dims[-1] // 8, self.T // 32, self.mma_rounds(op))
+
+    def b_reader(self, op: "TBOp"):
+        """``b_frag(r, k0, kw, col)``: the expression of B register ``r`` (k rows k0 + 8r, + 1; k-pair word
+        ``kw``) of column ``col`` of ``op``'s B tile."""
+        b = op.inputs[1]
+        cv = "f2h" if b.dtype.name == "float16" else "f2bf"
+        pb = self.pair_pitch.get(self.bufname(b), 0)   # B kept as k-pairs (LoaderEmitter.pair_tiles)
+        b_buf = self.planned(self.bufname(b)) if pb else None
+
+        def b_frag(r: int, k0: str, kw: str, col: str) -> str:
+            ko = 8 * r
+            if pb:  # k-pair words: the register as it is (pair row kw + ko / 2)
+                return f"f2u({b_buf.ref(add(mul(add(kw, str(ko // 2)), pb), col))})"
+            return (f"pk16({cv}({self.ref2(b, add(k0, str(ko)), col)}), "
+                    f"{cv}({self.ref2(b, add(k0, str(ko + 1)), col)}))")
+
+        return b_frag
 
     def staged_mma(self, s: Src, op: "TBOp", epilogue: list["TBOp"], tail_acc: "TBOp | None",
                    out_t: "STensor", reads: set[str], persist: bool = False) -> None:
@@ -55,11 +124,18 @@ class StagedMmaEmitter:
                   f"{K // 16} k-steps each")
         rounds = self.mma_rounds(op)
 
-        def tile_of(s: Src, j: int) -> None:
+        def lanes(s: Src) -> None:
             s(f"wl{g} = tid % 32")
             s(f"wg{g} = wl{g} // 4")
             s(f"wt{g} = wl{g} % 4")
-            tile = add(mul("(tid // 32)", rounds), str(j)) if blocked else add("tid // 32", str(W * j))
+
+        def tile_of(s: Src, j: int) -> None:
+            lanes(s)
+            if blk:   # the warp's R x C block of tiles; round j is its tile (j // C, j % C)
+                s(f"tr{g} = {block_tile(NT, blk, 0, j // blk[1])} * 16 + wg{g}")
+                s(f"tc{g} = {block_tile(NT, blk, 1, j % blk[1])} * 8")
+                return
+            tile = add("tid // 32", str(W * j))
             s(f"tr{g} = ({tile}) // {NT} * 16 + wg{g}" if NT > 1 else f"tr{g} = ({tile}) * 16 + wg{g}")
             s(f"tc{g} = ({tile}) % {NT} * 8" if NT > 1 else f"tc{g} = 0")
 
@@ -69,10 +145,10 @@ class StagedMmaEmitter:
         def guarded(s: Src, j: int):  # the same for the whole warp: every lane reaches the mma or none
             return s.block(f"if tid // 32 + {W * j} < {tiles}:") if (j + 1) * W > tiles else nullcontext()
 
-        pb = self.pair_pitch.get(self.bufname(b), 0)   # B kept as k-pairs (LoaderEmitter.pair_tiles)
-        b_buf = self.planned(self.bufname(b)) if pb else None
         acc = [[f"pm{g}_{j}_{r}" for r in range(4)] for j in range(rounds)]
-        A_ROWS = ((f"tr{g}", 0), (f"(tr{g} + 8)", 0), (f"tr{g}", 8), (f"(tr{g} + 8)", 8))
+
+        def a_rows(tr: str) -> tuple[tuple[str, int], ...]:   # (row, k offset) of the four A registers
+            return (tr, 0), (f"({tr} + 8)", 0), (tr, 8), (f"({tr} + 8)", 8)
 
         def pair(x0: str, x1: str) -> str:
             return f"pk16({cv}({x0}), {cv}({x1}))"
@@ -80,23 +156,24 @@ class StagedMmaEmitter:
         pa = self.raw_a_pitch.get(self.bufname(a), 0)   # A kept as its loaded words (LoaderEmitter.raw_a_tiles)
         a_buf = self.planned(self.bufname(a)) if pa else None
 
-        def a_frag(r: int, k0: str, kw: str) -> str:
-            """A register ``r`` at k-step base ``k0`` (element) / ``kw`` (its k-pair word, ``k0 / 2``)."""
-            row, ko = A_ROWS[r]
+        def a_frag(r: int, k0: str, kw: str, tr: str = f"tr{g}") -> str:
+            """A register ``r`` at k-step base ``k0`` (element) / ``kw`` (its k-pair word, ``k0 / 2``), tile rows from ``tr``."""
+            row, ko = a_rows(tr)[r]
             row = f"min({row}, {M - 1})" if pad else row
             if pa:
                 return f"f2u({a_buf.ref(add(mul(row, pa), kw, str(ko // 2)))})"
             return pair(self.ref2(a, row, add(k0, str(ko))), self.ref2(a, row, add(k0, str(ko + 1))))
 
+        b_frag = self.b_reader(op)
+
         # A the same every iteration (a loop-invariant tile: Q of attention): its fragments are packed
         # once before the loop and kept in registers, a third of the loop's shared-memory reads
-        ld_a = self.p.loader_of.get(a.guid)
-        hoist = (self.in_loop and self.FR > 1 and ld_a is not None and ld_a.invariant
-                 and rounds * (K // 16) * 4 <= MAX_HOISTED_FRAGS)
-        # One k-step and every warp's tiles in one row of tiles (exp(S) V of attention: 4 rows x 8
-        # columns of tiles over 8 warps): a warp takes consecutive tiles of a row and packs the
-        # A fragments once for all of them, where tiles dealt round-robin repacked A every round
-        blocked = K == 16 and rounds > 1 and tiles == W * rounds and NT % rounds == 0 and not hoist
+        hoist = self.a_hoisted(op)
+        # Register blocking: a warp takes an R x C block of tiles and runs one k loop for all of them,
+        # loading each k-step's R A fragments and C B fragments once for R x C mma: 4R + 2C shared
+        # loads where tiles dealt round-robin, each with its own k loop, took 6 per mma. Shared-memory
+        # bandwidth, not the tensor cores, bounds these loops (a 16x8x16 mma reads 768 bytes).
+        blk = self.mma_block(op)
         qa = [[[f"qa{g}_{j}_{kk}_{r}" for r in range(4)] for kk in range(K // 16)] for j in range(rounds)]
         if hoist:
             def pack_a(s: Src) -> None:
@@ -132,6 +209,15 @@ class StagedMmaEmitter:
                                 s(f"{self.ref2(t, add(f'tr{g}', str(dr)), col)} = {acc[j][r]}")
 
             self.post_actions.insert(0, writeback)
+        if blk and op.guid in self.mma_absorbed:   # its mma run in the k loop of the first matmul of its A
+            s.comment(f"{op.outputs[0].name}: in the k loop of the first tensor-core matmul of {a.name}")
+            return
+        if blk:
+            partners = self.mma_partners.get(op.guid, []) if persist else []
+            reads |= {self.bufname(o.inputs[1]) for o in partners}
+            self._staged_mma_blocked(s, op, blk, epilogue, tail_acc, out_t, persist, acc,
+                                     lanes, tile_of, row_guard, a_frag, b_frag, partners)
+            return
         for j in range(rounds):
             with guarded(s, j):
                 tile_of(s, j)
@@ -150,23 +236,69 @@ class StagedMmaEmitter:
                             av = qa[j][kk]
                         else:
                             av = [f"a{r}{g}" for r in range(4)]
-                            if not blocked or j == 0:  # blocked: the same tile row in every round
-                                for r in range(4):
-                                    s(f"{av[r]} = {a_frag(r, k0, kw)}")
-                        for r, ko in enumerate((0, 8)):
-                            if pb:  # k-pair words: the register as it is (pair row k0 / 2 + ko / 2)
-                                kr = add(str(kk * 8) if kk is not None else mul("kk", 8) if K > 16 else "0",
-                                         f"wt{g}", str(ko // 2))
-                                s(f"b{r}{g} = f2u({b_buf.ref(add(mul(kr, pb), col))})")
-                            else:
-                                s(f"b{r}{g} = {pair(self.ref2(b, add(k0, str(ko)), col), self.ref2(b, add(k0, str(ko + 1)), col))}")
+                            for r in range(4):
+                                s(f"{av[r]} = {a_frag(r, k0, kw)}")
+                        for r in range(2):
+                            s(f"b{r}{g} = {b_frag(r, k0, kw, col)}")
                         s(f"{', '.join(c)} = {mma}({', '.join(av)}, b0{g}, b1{g}, {', '.join(c)})")
-                if persist:
-                    continue
-                for r, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
-                    with row_guard(s, dr):
-                        s(f"v = {c[r]}")
-                        for e_op in epilogue:
-                            self.apply(s, e_op)
-                        e = add(mul(add(f"tr{g}", str(dr)), N), f"tc{g}", mul(f"wt{g}", 2), str(dc))
-                        self.finish_elem(s, tail_acc, out_t, e, None)
+                if not persist:
+                    self._mma_epilogue(s, op, c, epilogue, tail_acc, out_t, row_guard)
+
+    def _mma_epilogue(self, s: Src, op: "TBOp", c: list[str], epilogue: list["TBOp"], tail_acc: "TBOp | None",
+                      out_t: "STensor", row_guard) -> None:
+        """One tile's four accumulators through the epilogue into their elements (rows tr, tr + 8; columns tc + 2t, + 1)."""
+        g, N = op.guid, op.inputs[1].dims[-1]
+        for r, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
+            with row_guard(s, dr):
+                s(f"v = {c[r]}")
+                for e_op in epilogue:
+                    self.apply(s, e_op)
+                e = add(mul(add(f"tr{g}", str(dr)), N), f"tc{g}", mul(f"wt{g}", 2), str(dc))
+                self.finish_elem(s, tail_acc, out_t, e, None)
+
+    def _staged_mma_blocked(self, s: Src, op: "TBOp", blk: tuple[int, int], epilogue: list["TBOp"],
+                            tail_acc: "TBOp | None", out_t: "STensor", persist: bool, acc: list[list[str]],
+                            lanes, tile_of, row_guard, a_frag, b_frag, partners: list["TBOp"]) -> None:
+        """The warp's R x C tiles in one k loop: R A and C B fragments per k-step, each read once.
+
+        ``partners``: persistent matmuls of the same A tile and shape (``group_mma_siblings``), whose
+        B fragments and mma join the loop and share its A fragments.
+        """
+        a, b = op.inputs
+        K, NT, g = a.dims[-1], b.dims[-1] // 8, op.guid
+        R, C = blk
+        mma = "mma_f16" if a.dtype.name == "float16" else "mma_bf16"
+        n_ops = 1 + len(partners)
+        s.comment(f"register-blocked: each warp a {R}x{C} block of tiles, "
+                  f"{4 * R + 2 * C * n_ops} shared loads per k-step for {R * C * n_ops} mma"
+                  + (f" ({', '.join(o.outputs[0].name for o in partners)} in the same loop)" if partners else ""))
+        lanes(s)
+        for ri in range(R):
+            s(f"ar{g}_{ri} = {block_tile(NT, blk, 0, ri)} * 16 + wg{g}")
+        for ci in range(C):
+            s(f"bc{g}_{ci} = {block_tile(NT, blk, 1, ci)} * 8 + wg{g}")
+        cs = acc if persist else [[f"c{j}_{r}{g}" for r in range(4)] for j in range(R * C)]
+        if not persist:
+            for c in cs:
+                s("; ".join(f"{x} = f32(0.0)" for x in c))
+        with s.block(f"for kk in range({K // 16}):") if K > 16 else nullcontext():
+            k0 = add(mul("kk", 16) if K > 16 else "0", mul(f"wt{g}", 2))
+            kw = add(mul("kk", 8) if K > 16 else "0", f"wt{g}")
+            for ri in range(R):
+                for r in range(4):
+                    s(f"a{ri}_{r}{g} = {a_frag(r, k0, kw, f'ar{g}_{ri}')}")
+            for o, read_b in [(op, b_frag)] + [(o, self.b_reader(o)) for o in partners]:
+                go = o.guid
+                for ci in range(C):
+                    for r in range(2):
+                        s(f"b{ci}_{r}{go} = {read_b(r, k0, kw, f'bc{g}_{ci}')}")
+                ocs = cs if o is op else [[f"pm{go}_{j}_{r}" for r in range(4)] for j in range(R * C)]
+                for j in range(R * C):
+                    ri, ci = divmod(j, C)
+                    av = ", ".join(f"a{ri}_{r}{g}" for r in range(4))
+                    s(f"{', '.join(ocs[j])} = {mma}({av}, b{ci}_0{go}, b{ci}_1{go}, {', '.join(ocs[j])})")
+        if persist:
+            return
+        for j in range(R * C):
+            tile_of(s, j)
+            self._mma_epilogue(s, op, cs[j], epilogue, tail_acc, out_t, row_guard)

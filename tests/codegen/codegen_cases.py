@@ -149,6 +149,9 @@ CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [
     # exp(S)V with 2 x 4 tiles over 4 warps: each warp takes two tiles of one row, A packed once
     ("gqa_prefill_mma_blocked", lambda: gqa_flashdecoding(batch=1, q_len=32, head_dim=32, kv_len=64, kv_splits=2,
                                                           q_blocks=1, forloop_range=2), gqa_inputs),
+    # both at once: exp(S)V's 2 x 4 tiles of 20 padded rows, a 1 x 2 block per warp
+    ("gqa_prefill_mma_padded_blocked", lambda: gqa_flashdecoding(batch=1, q_len=20, head_dim=32, kv_len=64,
+                                                                 kv_splits=2, q_blocks=1, forloop_range=2), gqa_inputs),
     # one key per iteration: K's tile is a 1-wide column of a 16-bit tensor (once compiled to `// 0`)
     ("gqa_one_key_per_iteration", lambda: gqa_flashdecoding(batch=2, q_len=8, head_dim=16, kv_len=32, kv_splits=2,
                                                             q_blocks=1, forloop_range=16), gqa_inputs),

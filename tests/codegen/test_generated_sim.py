@@ -36,7 +36,8 @@ MMA_CASES = {"rms_norm_linear": 1, "rms_norm_linear_m16": 1, "rms_norm_linear_bf
 # cases with matmuls of two staged tiles on tensor cores (QK^T and exp(S)V of attention; split-K's partial X·W,
 # whose W tile is staged; the structural case's 4-row X·W, its rows padded to one 16-row tile, as are the 20
 # query rows of gqa_prefill_mma_padded to 32)
-MMA_STAGED = {"gqa_prefill_mma": 2, "gqa_prefill_mma_padded": 2, "gqa_prefill_mma_blocked": 2, "split_k_m16": 1,
+MMA_STAGED = {"gqa_prefill_mma": 2, "gqa_prefill_mma_padded": 2, "gqa_prefill_mma_blocked": 2,
+              "gqa_prefill_mma_padded_blocked": 2, "split_k_m16": 1,
               "structural": 1, "gated_mlp_m32": 2}
 
 

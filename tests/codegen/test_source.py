@@ -8,6 +8,7 @@ import pytest
 import mirage_lab as mi
 from mirage_lab.codegen import CodegenOptions, generate_module
 from mirage_lab.codegen.block_kernel import emit_block_kernel
+from mirage_lab.codegen.staged_mma import StagedMmaEmitter
 from mirage_lab.errors import CodegenError
 from mirage_lab.examples import gated_mlp_fused, gqa_flashdecoding, rms_norm_linear_fused
 
@@ -179,18 +180,41 @@ def test_padding_that_would_spill_falls_back_to_dense_tiles() -> None:
     assert emit_block_kernel(bg, "k", opts) == _Emitter(bg, "k", opts, pad=False).emit()
 
 
-def test_warp_packs_a_once_for_its_tiles_of_one_row() -> None:
-    """exp(S)V: 2 x 4 output tiles over 4 warps, one k-step: a warp takes two tiles of a row, A packed once."""
+def test_warp_takes_a_block_of_tiles_and_reads_each_fragment_once() -> None:
+    """Register blocking: a warp's tiles share their fragments in one k loop (4R + 2C shared loads, R x C mma)."""
     from mirage_lab.codegen import CodegenOptions
 
+    # exp(S)V: 2 x 4 output tiles over 4 warps, one k-step: each warp a 1 x 2 block, A read once for both
     bg = gqa_flashdecoding(batch=1, q_len=32, head_dim=32, kv_len=64, kv_splits=2, q_blocks=1,
                            forloop_range=2).customized_ops[0].block_graph
     pv = [op for op in bg.ops if op.op_type == "matmul"][1]
     src, _ = emit_block_kernel(bg, "k", CodegenOptions(mma=True))
     g = pv.guid
-    assert f"tr{g} = ((tid >> 5) * 2 + 1 >> 2) * 16" in src   # consecutive tiles per warp (// and % of 2**k: shifts)
     loop = src.split("for it in range(2):")[1]
-    assert loop.count(f"a0{g} = ") == 1 and loop.count(f"b0{g} = ") == 2
+    assert "each warp a 1x2 block of tiles" in loop
+    assert f"ar{g}_0 = (tid >> 5 >> 1) * 16 + wg{g}" in loop      # block rows: warp // 2 (shifts)
+    assert loop.count(f"a0_0{g} = ") == 1 and loop.count(f"b0_0{g} = ") == 1 and loop.count(f"b1_0{g} = ") == 1
+    assert loop.count(f"mma_f16(a0_0{g}") == 2
+    # gated MLP, 32 rows x 32 columns per block over 4 warps, 4 k-steps: the gate and up matmuls of one X
+    # tile in one k loop, each step's A fragment read once for the warp's two column tiles of both
+    # (12 shared loads for 4 mma; a loop per tile took 24)
+    gm = gated_mlp_fused(32, 128, 64, grid=2, forloop_range=2).customized_ops[0].block_graph
+    src, _ = emit_block_kernel(gm, "k", CodegenOptions(mma=True))
+    body = src.split("for it in range(2):")[1]
+    first, second = (op.guid for op in gm.ops if op.op_type == "matmul")
+    assert body.count("for kk in range(4):") == 1 and body.count("register-blocked") == 1
+    assert "12 shared loads per k-step for 4 mma" in body
+    assert body.count(f"a0_0{first} = ") == 1 and f"a0_0{second} = " not in body
+    assert body.count(f"= mma_f16(a0_0{first}") == 4
+    assert body.count(f"b0_0{second} = ") == 1
+    assert body.count(f"pm{second}_0_3 = mma_f16(a0_0{first}") == 1 and body.count(f"pm{second}_1_3 = mma_f16(") == 1
+    # with the blocking off (the probe's A/B), tiles are dealt round-robin with a k loop each
+    try:
+        StagedMmaEmitter.register_blocking = False
+        off, _ = emit_block_kernel(gm, "k", CodegenOptions(mma=True))
+    finally:
+        StagedMmaEmitter.register_blocking = True
+    assert "register-blocked" not in off and off.split("for it in range(2):")[1].count("for kk in range(4):") == 4
 
 
 def test_buffers_are_placed_before_the_text_and_an_unplanned_one_is_an_internal_error() -> None:

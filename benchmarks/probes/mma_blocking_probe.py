@@ -1,0 +1,95 @@
+"""A/B on the GPU: register-blocked tensor-core staged matmuls against tiles dealt round-robin.
+
+A staged ``mma.m16n8k16`` matmul dealt its 16x8 output tiles to warps round-robin, each tile with its
+own k loop, so every k-step of every tile read its A fragment (4 shared loads) and B fragment (2) again:
+6 shared loads a mma, 768 bytes, where the tensor cores need a fraction of that time.
+``StagedMmaEmitter.register_blocking`` gives each warp an R x C block of tiles in one k loop (4R + 2C
+loads for R x C mma). This probe lowers the fastest variants a tuner dump measured (``suite_bench.py
+--dump``: its ``variants`` rows and ``tuned`` graphs) with the switch off and on, checks both against
+float64 and times them in one process (CUDA events, inputs rotated past L2, plain calls and CUDA-graph
+replays), beside the dump's own measurement of the variant.
+
+With ``--occupancy`` it also times each variant's twin held to two blocks an SM (``min_blocks=2``,
+``variants._occupancy_variant``).
+
+    python benchmarks/probes/mma_blocking_probe.py --dumps d1.json,d2.json --top 3 --occupancy
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks" / "probes"))
+
+from codegen_ab_probe import measure  # noqa: E402
+from mirage_lab.codegen import generate_module  # noqa: E402
+from mirage_lab.codegen.staged_mma import StagedMmaEmitter  # noqa: E402
+from mirage_lab.ir.serialize import from_dict  # noqa: E402
+from mirage_lab.pipeline import with_block_dim  # noqa: E402
+from rank_quality import options_from_tag  # noqa: E402
+
+DUMPS = sorted((ROOT / "benchmarks" / "found" / "h200_2026-11-29c" / "dumps_call4").glob("gated_mlp_silu_*.json"))
+
+
+def fastest(d: dict, top: int) -> list[dict]:
+    """The dump's ``top`` fastest measured variant rows whose graph it kept."""
+    rows = [r for r in d["variants"] if r.get("median_us") and str(r["candidate"]) in d.get("tuned", {})]
+    return sorted(rows, key=lambda r: r["median_us"])[:top]
+
+
+def source(g, options, blocking: bool) -> str:
+    keep = StagedMmaEmitter.register_blocking
+    StagedMmaEmitter.register_blocking = blocking
+    try:
+        return generate_module(g, options=options).source
+    finally:
+        StagedMmaEmitter.register_blocking = keep
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dumps", default=",".join(map(str, DUMPS)), help="suite_bench --dump files (comma-separated)")
+    ap.add_argument("--top", type=int, default=3, help="fastest measured variants per dump")
+    ap.add_argument("--occupancy", action="store_true", help="also time the min_blocks=2 twin of each (blocking on)")
+    a = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp())
+    print(torch.cuda.get_device_name(), flush=True)
+    print("| program | cand | threads | options | dump µs | blocking | rel err | call µs | graph µs |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for path in a.dumps.split(","):
+        d = json.loads(Path(path).read_text())
+        name = Path(path).stem
+        for r in fastest(d, a.top):
+            g = with_block_dim(from_dict(d["tuned"][str(r["candidate"])]), r["threads"])
+            opts = options_from_tag(r["options"])
+            texts = {"off": source(g, opts, False), "on": source(g, opts, True)}
+            if a.occupancy and opts.min_blocks == 1:   # and the twin the tuner adds (min_blocks=2), blocking on
+                texts["on, min_blocks 2"] = source(g, dataclasses.replace(opts, min_blocks=2), True)
+            for label, text in texts.items():
+                if label == "on" and text == texts["off"]:
+                    print(f"| {name} | {r['candidate']} | {r['threads']} | {r['options']} | {r['median_us']:.1f} | "
+                          f"on: the same source | | | |", flush=True)
+                    continue
+                tag = f"{name}_{r['candidate']}_{r['threads']}_{r['options'].replace('-', '_')}_{len(label)}"
+                try:
+                    err, dev, gdev = measure(tag, text, g, tmp)
+                except Exception as e:  # noqa: BLE001 - e.g. a launch that needs more registers than the cap
+                    print(f"| {name} | {r['candidate']} | {r['threads']} | {r['options']} | {r['median_us']:.1f} | "
+                          f"{label} | {type(e).__name__}: {str(e)[:80]} | | |", flush=True)
+                    continue
+                print(f"| {name} | {r['candidate']} | {r['threads']} | {r['options']} | {r['median_us']:.1f} | "
+                      f"{label} | {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
