@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "probes"))
 
 from codegen_ab_probe import measure  # noqa: E402
 from mirage_lab.codegen import generate_module  # noqa: E402
+from mirage_lab.codegen.chains import ChainEmitter  # noqa: E402
 from mirage_lab.codegen.staged_mma import StagedMmaEmitter  # noqa: E402
 from mirage_lab.ir.serialize import from_dict  # noqa: E402
 from mirage_lab.pipeline import with_block_dim  # noqa: E402
@@ -46,13 +47,18 @@ def fastest(d: dict, top: int) -> list[dict]:
     return sorted(rows, key=lambda r: r["median_us"])[:top]
 
 
-def source(g, options, blocking: bool) -> str:
-    keep = StagedMmaEmitter.register_blocking
+def source(g, options, blocking: bool, siblings: bool = True) -> str:
+    """The module of ``g`` with register blocking on or off, and (blocking on) with or without siblings sharing a loop."""
+    keep, keep_group = StagedMmaEmitter.register_blocking, ChainEmitter.group_mma_siblings
     StagedMmaEmitter.register_blocking = blocking
+    if not siblings:
+        def alone(self, chains):
+            self.mma_partners, self.mma_absorbed = {}, set()
+        ChainEmitter.group_mma_siblings = alone
     try:
         return generate_module(g, options=options).source
     finally:
-        StagedMmaEmitter.register_blocking = keep
+        StagedMmaEmitter.register_blocking, ChainEmitter.group_mma_siblings = keep, keep_group
 
 
 def main() -> int:
@@ -71,13 +77,15 @@ def main() -> int:
         for r in fastest(d, a.top):
             g = with_block_dim(from_dict(d["tuned"][str(r["candidate"])]), r["threads"])
             opts = options_from_tag(r["options"])
-            texts = {"off": source(g, opts, False), "on": source(g, opts, True)}
+            texts = {"off": source(g, opts, False), "on, one loop a matmul": source(g, opts, True, siblings=False),
+                     "on": source(g, opts, True)}
             if a.occupancy and opts.min_blocks == 1:   # and the twin the tuner adds (min_blocks=2), blocking on
                 texts["on, min_blocks 2"] = source(g, dataclasses.replace(opts, min_blocks=2), True)
             for label, text in texts.items():
-                if label == "on" and text == texts["off"]:
+                if label != "off" and any(text == t for k, t in texts.items() if k != label and list(texts).index(k)
+                                          < list(texts).index(label)):
                     print(f"| {name} | {r['candidate']} | {r['threads']} | {r['options']} | {r['median_us']:.1f} | "
-                          f"on: the same source | | | |", flush=True)
+                          f"{label}: the same source as above | | | |", flush=True)
                     continue
                 tag = f"{name}_{r['candidate']}_{r['threads']}_{r['options'].replace('-', '_')}_{len(label)}"
                 try:

@@ -38,6 +38,7 @@ PREFETCH_WORDS = 64                 # staged-loader words a thread may hold in r
 MAX_MMA_ACC = 64                    # float32 sums a thread may keep across the loop for a staged tensor-core matmul
 # registers per thread for the A fragments of a loop-invariant tile packed once before the loop
 MAX_HOISTED_FRAGS = 32
+MAX_UNROLLED_KSTEPS = 16            # k-steps of a register-blocked tensor-core loop written out (more: unrolled groups)
 
 
 @dataclass(frozen=True)
