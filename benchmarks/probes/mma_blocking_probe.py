@@ -9,15 +9,11 @@ loads for R x C mma). This probe lowers the fastest variants a tuner dump measur
 float64 and times them in one process (CUDA events, inputs rotated past L2, plain calls and CUDA-graph
 replays), beside the dump's own measurement of the variant.
 
-With ``--occupancy`` it also times each variant's twin held to two blocks an SM (``min_blocks=2``,
-``variants._occupancy_variant``).
-
-    python benchmarks/probes/mma_blocking_probe.py --dumps d1.json,d2.json --top 3 --occupancy
+    python benchmarks/probes/mma_blocking_probe.py --dumps d1.json,d2.json --top 3
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import tempfile
@@ -32,7 +28,6 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "probes"))
 
 from codegen_ab_probe import measure  # noqa: E402
 from mirage_lab.codegen import generate_module  # noqa: E402
-from mirage_lab.codegen.chains import ChainEmitter  # noqa: E402
 from mirage_lab.codegen.staged_mma import StagedMmaEmitter  # noqa: E402
 from mirage_lab.ir.serialize import from_dict  # noqa: E402
 from mirage_lab.pipeline import with_block_dim  # noqa: E402
@@ -47,25 +42,20 @@ def fastest(d: dict, top: int) -> list[dict]:
     return sorted(rows, key=lambda r: r["median_us"])[:top]
 
 
-def source(g, options, blocking: bool, siblings: bool = True) -> str:
-    """The module of ``g`` with register blocking on or off, and (blocking on) with or without siblings sharing a loop."""
-    keep, keep_group = StagedMmaEmitter.register_blocking, ChainEmitter.group_mma_siblings
+def source(g, options, blocking: bool) -> str:
+    """The module of ``g`` with register blocking on or off."""
+    keep = StagedMmaEmitter.register_blocking
     StagedMmaEmitter.register_blocking = blocking
-    if not siblings:
-        def alone(self, chains):
-            self.mma_partners, self.mma_absorbed = {}, set()
-        ChainEmitter.group_mma_siblings = alone
     try:
         return generate_module(g, options=options).source
     finally:
-        StagedMmaEmitter.register_blocking, ChainEmitter.group_mma_siblings = keep, keep_group
+        StagedMmaEmitter.register_blocking = keep
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dumps", default=",".join(map(str, DUMPS)), help="suite_bench --dump files (comma-separated)")
     ap.add_argument("--top", type=int, default=3, help="fastest measured variants per dump")
-    ap.add_argument("--occupancy", action="store_true", help="also time the min_blocks=2 twin of each (blocking on)")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
     print(torch.cuda.get_device_name(), flush=True)
@@ -77,10 +67,7 @@ def main() -> int:
         for r in fastest(d, a.top):
             g = with_block_dim(from_dict(d["tuned"][str(r["candidate"])]), r["threads"])
             opts = options_from_tag(r["options"])
-            texts = {"off": source(g, opts, False), "on, one loop a matmul": source(g, opts, True, siblings=False),
-                     "on": source(g, opts, True)}
-            if a.occupancy and opts.min_blocks == 1:   # and the twin the tuner adds (min_blocks=2), blocking on
-                texts["on, min_blocks 2"] = source(g, dataclasses.replace(opts, min_blocks=2), True)
+            texts = {"off": source(g, opts, False), "on": source(g, opts, True)}
             for label, text in texts.items():
                 if label != "off" and any(text == t for k, t in texts.items() if k != label and list(texts).index(k)
                                           < list(texts).index(label)):

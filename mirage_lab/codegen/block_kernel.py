@@ -304,7 +304,6 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
             with body.block(f"if it + {D} < {self.FR}:"):
                 for ld in piped_staged:
                     self.issue_staged(body, ld, it=f"(it + {D})")
-        self.group_mma_siblings(in_loop)
         for ch in in_loop:
             self.emit_chain_loop(body, ch)
         for st in piped_streams:
@@ -381,8 +380,7 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         out = Src(0)
         args = [f"in{i}" for i in range(len(p.loaders))] + [f"out{j}" for j in range(len(bg.output_ops))] + ["scr"]
         regs = f", max_registers={self.options.max_registers}" if self.options.max_registers else ""
-        occ = f", {self.options.min_blocks}" if self.options.min_blocks > 1 else ""
-        out(f"@cuda.jit(cache=True, fastmath=True{regs}, **_bounds({self.T}{occ}))")
+        out(f"@cuda.jit(cache=True, fastmath=True{regs}, **_bounds({self.T}))")
         with out.block(f"def {self.name}({', '.join(args)}):"):
             out.extend(self._doc())
             if dyn_bytes:   # one dynamic area, sized at launch: the floats, then the ints

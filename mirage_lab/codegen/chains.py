@@ -70,32 +70,6 @@ class ChainEmitter:
         return (self.in_loop and self.FR > 1 and tail_acc is not None and not epilogue
                 and tail_acc.attrs.get("acc") is None and self.mma_rounds(lead) * 4 <= MAX_MMA_ACC)
 
-    def group_mma_siblings(self, chains: list[FusionChain]) -> None:
-        """Persistent staged tensor-core matmuls of one A tile (a gated MLP's gate and up projections)
-        share one k loop: each k-step's A fragments are read once for all of them.
-
-        Sets ``mma_partners`` (the first matmul's guid -> the others) and ``mma_absorbed`` (those others:
-        their own chains emit no loop).
-        """
-        self.mma_partners, self.mma_absorbed = {}, set()
-        if not self.register_blocking:
-            return
-        groups: dict[tuple, list["TBOp"]] = {}
-        for ch in chains:
-            lead = ch.lead
-            if lead.op_type != "matmul" or self.p.stream_of.get(lead.guid) is not None:
-                continue
-            tail_acc, epilogue = self.chain_parts(ch)
-            if not (self.chain_on_tensor_cores(lead, tail_acc) and self.mma_persists(lead, tail_acc, epilogue)
-                    and self.mma_block(lead) is not None):
-                continue
-            a, b = lead.inputs
-            groups.setdefault((a.guid, tuple(b.dims), b.dtype.name), []).append(lead)
-        for ops in groups.values():
-            if len(ops) > 1:
-                self.mma_partners[ops[0].guid] = ops[1:]
-                self.mma_absorbed |= {op.guid for op in ops[1:]}
-
     def chain_sets(self, ch: FusionChain, tail_acc: "TBOp | None", out_t: "STensor", reads: set[str]):
         owned: set[str] = set()
         writes: set[str] = set()

@@ -38,7 +38,10 @@ PREFETCH_WORDS = 64                 # staged-loader words a thread may hold in r
 MAX_MMA_ACC = 64                    # float32 sums a thread may keep across the loop for a staged tensor-core matmul
 # registers per thread for the A fragments of a loop-invariant tile packed once before the loop
 MAX_HOISTED_FRAGS = 32
-MAX_UNROLLED_KSTEPS = 16            # k-steps of a register-blocked tensor-core loop written out (more: unrolled groups)
+# register-blocked tensor-core loops (staged_mma): mma a loop body may have written out, and the block of a warp
+# from which its k loop stays rolled (measured on the H200, benchmarks/RESULTS.md "2026-11-29 (d)")
+MAX_UNROLLED_MMA = 32
+ROLLED_MMA_BLOCK = 8
 
 
 @dataclass(frozen=True)
@@ -87,15 +90,12 @@ class CodegenOptions:
     pipeline_depth: int = 1      # iterations ahead the prefetched loads run
     mma_b16: bool = False        # tensor-core streams of 32-column warps: 16-byte B loads + movmatrix
     smem_kb: int = STATIC_SMEM_KB   # the shared-memory pool; above 48, dynamic shared memory
-    min_blocks: int = 1          # blocks an SM must hold at once (launch bounds: ptxas caps registers to fit)
 
     def __post_init__(self) -> None:
         if not isinstance(self.pipeline_depth, int) or self.pipeline_depth < 1:
             raise ValueError(f"pipeline_depth must be an int >= 1, got {self.pipeline_depth!r}")
         if not isinstance(self.smem_kb, int) or not STATIC_SMEM_KB <= self.smem_kb <= MAX_SMEM_KB:
             raise ValueError(f"smem_kb must be an int from {STATIC_SMEM_KB} to {MAX_SMEM_KB}, got {self.smem_kb!r}")
-        if not isinstance(self.min_blocks, int) or not 1 <= self.min_blocks <= 32:
-            raise ValueError(f"min_blocks must be an int from 1 to 32, got {self.min_blocks!r}")
 
     @property
     def pool_floats(self) -> int:
@@ -107,7 +107,6 @@ class CodegenOptions:
         t = f"pw{self.pipeline_words}{depth}-reg{self.max_registers}-acc{self.max_stream_acc}"
         t = t if self.phase_words == 32 else f"{t}-ph{self.phase_words}"
         t = t if self.smem_kb == STATIC_SMEM_KB else f"{t}-smem{self.smem_kb}"
-        t = t if self.min_blocks == 1 else f"{t}-occ{self.min_blocks}"
         if not self.mma:
             return t
         return f"{t}-mma-mv" if self.mma_b16 else f"{t}-mma"
@@ -115,7 +114,7 @@ class CodegenOptions:
     def astuple(self) -> tuple:
         """Positional arguments that rebuild these options (worker processes get them)."""
         return (self.pipeline_words, self.max_registers, self.max_stream_acc, self.phase_words, self.mma,
-                self.pipeline_depth, self.mma_b16, self.smem_kb, self.min_blocks)
+                self.pipeline_depth, self.mma_b16, self.smem_kb)
 
 
 DEFAULT_OPTIONS = CodegenOptions()

@@ -526,16 +526,13 @@ def _libcuda():
     return _LIBCUDA[0]
 
 
-def _bounds(threads, min_blocks=1):
-    """``launch_bounds`` for ``cuda.jit`` where numba-cuda has it: ptxas then caps registers so the block launches
-    (and, with ``min_blocks``, so that many blocks fit an SM at once)."""
+def _bounds(threads):
+    """``launch_bounds`` for ``cuda.jit`` where numba-cuda has it: ptxas then caps registers so the block launches."""
     if SIMULATOR:
         return {}
     import inspect
 
-    if "launch_bounds" not in inspect.signature(cuda.jit).parameters:
-        return {}
-    return {"launch_bounds": (threads, min_blocks) if min_blocks > 1 else (threads,)}
+    return {"launch_bounds": (threads,)} if "launch_bounds" in inspect.signature(cuda.jit).parameters else {}
 
 
 def _stream_ptr(dev):

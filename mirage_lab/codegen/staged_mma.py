@@ -8,7 +8,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-from .plan import MAX_HOISTED_FRAGS, MAX_UNROLLED_KSTEPS, mma_rows, staged_mma_fits
+from .plan import MAX_HOISTED_FRAGS, MAX_UNROLLED_MMA, ROLLED_MMA_BLOCK, mma_rows, staged_mma_fits
 from .source import Src, add, mul
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,8 +53,6 @@ class StagedMmaEmitter:
     """16x8 output tiles dealt to warps, fragments packed from the float32 tiles."""
 
     register_blocking = True   # a warp's tiles share fragments in one k loop (off: probes/mma_blocking_probe.py's A/B)
-    mma_partners: dict = {}    # ChainEmitter.group_mma_siblings: matmuls sharing one k loop (replaced per kernel)
-    mma_absorbed: set = set()
 
     # ------------------------------------------------------------------ tensor-core staged matmul
     def staged_mma_fits(self, op: "TBOp") -> bool:
@@ -209,14 +207,9 @@ class StagedMmaEmitter:
                                 s(f"{self.ref2(t, add(f'tr{g}', str(dr)), col)} = {acc[j][r]}")
 
             self.post_actions.insert(0, writeback)
-        if blk and op.guid in self.mma_absorbed:   # its mma run in the k loop of the first matmul of its A
-            s.comment(f"{op.outputs[0].name}: in the k loop of the first tensor-core matmul of {a.name}")
-            return
         if blk:
-            partners = self.mma_partners.get(op.guid, []) if persist else []
-            reads |= {self.bufname(o.inputs[1]) for o in partners}
             self._staged_mma_blocked(s, op, blk, epilogue, tail_acc, out_t, persist, acc,
-                                     lanes, tile_of, row_guard, a_frag, b_frag, partners)
+                                     lanes, tile_of, row_guard, a_frag, b_frag)
             return
         for j in range(rounds):
             with guarded(s, j):
@@ -258,19 +251,13 @@ class StagedMmaEmitter:
 
     def _staged_mma_blocked(self, s: Src, op: "TBOp", blk: tuple[int, int], epilogue: list["TBOp"],
                             tail_acc: "TBOp | None", out_t: "STensor", persist: bool, acc: list[list[str]],
-                            lanes, tile_of, row_guard, a_frag, b_frag, partners: list["TBOp"]) -> None:
-        """The warp's R x C tiles in one k loop: R A and C B fragments per k-step, each read once.
-
-        ``partners``: persistent matmuls of the same A tile and shape (``group_mma_siblings``), whose
-        B fragments and mma join the loop and share its A fragments.
-        """
+                            lanes, tile_of, row_guard, a_frag, b_frag) -> None:
+        """The warp's R x C tiles in one k loop: R A and C B fragments per k-step, each read once."""
         a, b = op.inputs
         K, NT, g = a.dims[-1], b.dims[-1] // 8, op.guid
         R, C = blk
-        n_ops = 1 + len(partners)
         s.comment(f"register-blocked: each warp a {R}x{C} block of tiles, "
-                  f"{4 * R + 2 * C * n_ops} shared loads per k-step for {R * C * n_ops} mma"
-                  + (f" ({', '.join(o.outputs[0].name for o in partners)} in the same loop)" if partners else ""))
+                  f"{4 * R + 2 * C} shared loads per k-step for {R * C} mma")
         lanes(s)
         for ri in range(R):
             s(f"ar{g}_{ri} = {block_tile(NT, blk, 0, ri)} * 16 + wg{g}")
@@ -280,38 +267,38 @@ class StagedMmaEmitter:
         if not persist:
             for c in cs:
                 s("; ".join(f"{x} = f32(0.0)" for x in c))
-        # the k-steps written out (up to MAX_UNROLLED_KSTEPS, else a loop over unrolled groups): NVVM unrolled
-        # the small per-tile loops, but not one of R x C mma, which then waited on each step's shared loads
-        # (Phi-3-mini's SwiGLU lowering 37 -> 44 µs with the loop rolled, H200)
+        # k-steps written out, up to MAX_UNROLLED_MMA mma a loop body: NVVM unrolled the small per-tile loops but
+        # not one of a few mma, which then waited on each step's shared loads (Phi-3-mini's SwiGLU lowering
+        # 35.7 -> 44.0 µs rolled, H200). A block of ROLLED_MMA_BLOCK mma or more keeps the loop rolled: its
+        # steps have mma enough to cover the loads (Gemma 7B's prefill lowering, 16 a step: 592 µs rolled,
+        # 674 with 8 steps written out)
         steps = K // 16
-        U = steps if steps <= MAX_UNROLLED_KSTEPS else next(u for u in (8, 4, 2, 1) if steps % u == 0)
+        U = 1 if R * C >= ROLLED_MMA_BLOCK else max(
+            u for u in range(1, steps + 1) if steps % u == 0 and u * R * C <= MAX_UNROLLED_MMA)
         rolled = steps > U
         with s.block(f"for kq in range({steps // U}):") if rolled else nullcontext():
             for u in range(U):
                 k0 = add(mul("kq", 16 * U) if rolled else "0", str(16 * u), mul(f"wt{g}", 2))
                 kw = add(mul("kq", 8 * U) if rolled else "0", str(8 * u), f"wt{g}")
-                self._mma_kstep(s, op, blk, partners, cs, k0, kw, a_frag, b_frag)
+                self._mma_kstep(s, op, blk, cs, k0, kw, a_frag, b_frag)
         if persist:
             return
         for j in range(R * C):
             tile_of(s, j)
             self._mma_epilogue(s, op, cs[j], epilogue, tail_acc, out_t, row_guard)
 
-    def _mma_kstep(self, s: Src, op: "TBOp", blk: tuple[int, int], partners: list["TBOp"], cs: list[list[str]],
-                   k0: str, kw: str, a_frag, b_frag) -> None:
-        """One k-step of a register-blocked loop: R A fragments, C B fragments of each matmul, their mma."""
+    def _mma_kstep(self, s: Src, op: "TBOp", blk: tuple[int, int], cs: list[list[str]], k0: str, kw: str,
+                   a_frag, b_frag) -> None:
+        """One k-step of a register-blocked loop: R A fragments, C B fragments, their R x C mma."""
         g, (R, C) = op.guid, blk
         mma = "mma_f16" if op.inputs[0].dtype.name == "float16" else "mma_bf16"
         for ri in range(R):
             for r in range(4):
                 s(f"a{ri}_{r}{g} = {a_frag(r, k0, kw, f'ar{g}_{ri}')}")
-        for o, read_b in [(op, b_frag)] + [(o, self.b_reader(o)) for o in partners]:
-            go = o.guid
-            for ci in range(C):
-                for r in range(2):
-                    s(f"b{ci}_{r}{go} = {read_b(r, k0, kw, f'bc{g}_{ci}')}")
-            ocs = cs if o is op else [[f"pm{go}_{j}_{r}" for r in range(4)] for j in range(R * C)]
-            for j in range(R * C):
-                ri, ci = divmod(j, C)
-                av = ", ".join(f"a{ri}_{r}{g}" for r in range(4))
-                s(f"{', '.join(ocs[j])} = {mma}({av}, b{ci}_0{go}, b{ci}_1{go}, {', '.join(ocs[j])})")
+        for ci in range(C):
+            for r in range(2):
+                s(f"b{ci}_{r}{g} = {b_frag(r, k0, kw, f'bc{g}_{ci}')}")
+        for j in range(R * C):
+            ri, ci = divmod(j, C)
+            av = ", ".join(f"a{ri}_{r}{g}" for r in range(4))
+            s(f"{', '.join(cs[j])} = {mma}({av}, b{ci}_0{g}, b{ci}_1{g}, {', '.join(cs[j])})")

@@ -140,7 +140,6 @@ class _Kernel:
     post_chain: float
     registers: int = 32      # per thread: partial sums, loads in flight, prefetch ring, ~32 of bookkeeping
     scratch_share: float = 0.0   # the part of the kernel's buffers the generator put in global scratch
-    min_blocks: int = 1      # launch bounds: ptxas caps registers so this many blocks share an SM
 
 
 def _registers(streams, options: CodegenOptions) -> int:
@@ -304,18 +303,17 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
     # FR == 1 kernels do all their work "in the loop": one iteration
     return _Kernel(B, T, FR, smem, loop_bytes, l2_share, once_bytes, dram, exposed,
                    instr[False], chain[False], mma_flops, instr[True], chain[True], _registers(streams, options),
-                   scratch_share, options.min_blocks)
+                   scratch_share)
 
 
 def _time(k: _Kernel, hw: Hardware) -> tuple[float, float, float, float, int, float]:
     """(µs, memory µs, compute µs, latency µs, waves, SM share) of one kernel."""
-    # per-thread budget: 65536 / threads (at most 255), or 65536 / (min_blocks x threads) under launch bounds
-    budget = min(hw.max_registers, hw.registers_per_sm // max(1, k.threads * k.min_blocks))
-    regs = min(budget, k.registers)
+    regs = min(hw.max_registers, k.registers)
     fit = min(hw.threads_per_sm // max(1, k.threads), hw.blocks_per_sm,
               hw.smem_bytes_per_sm // max(1, k.smem + 1024), hw.registers_per_sm // max(1, k.threads * regs))
-    # past the per-thread budget ptxas spills to local memory: that share of
+    # past the per-thread budget (65536 / threads, at most 255) ptxas spills to local memory: that share of
     # the thread's register traffic becomes dependent local-memory accesses
+    budget = min(hw.max_registers, hw.registers_per_sm // max(1, k.threads))
     spilled = max(0.0, 1.0 - budget / k.registers)
     fit = max(1, fit)
     active = min(hw.sms, k.blocks)

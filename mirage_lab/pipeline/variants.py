@@ -119,45 +119,6 @@ def device_smem_kb() -> int:
     return MAX_SMEM_KB
 
 
-SMEM_PER_SM_KB = 228   # H100/H200: what one SM's blocks share (one block may opt in to 227 of it)
-REGISTERS_PER_SM = 65536
-
-
-def device_sm_count() -> int:
-    """SMs of the GPU that tunes, read from torch only where CUDA is already initialised (never in a search
-    worker); otherwise the H100 SXM / H200 figure, 132."""
-    torch = sys.modules.get("torch")
-    try:
-        if torch is not None and torch.cuda.is_initialized():
-            return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count)
-    except Exception:  # noqa: BLE001 - a broken CUDA set-up: the default
-        pass
-    return 132
-
-
-def _occupancy_variant(options: CodegenOptions, gen: GeneratedModule, threads: int, sms: int) -> CodegenOptions | None:
-    """``options`` with two blocks an SM (``min_blocks=2``: ptxas caps registers at 65536 / (2 x threads)), or None.
-
-    For a grid of more blocks than SMs whose blocks would otherwise hold one an SM: the blocks past the
-    first wave then run in a second wave while the SMs of the first are done (the Qwen-2.5 0.5B SwiGLU
-    lowering of 152 blocks of 256 threads kept 132 SMs active 52 % of its time, ncu). Only where the cap
-    leaves room for the kernel (96 registers or more) and two blocks' shared memory fits an SM.
-
-        >>> from mirage_lab.codegen import generate_module
-        >>> from mirage_lab.examples import gated_mlp_fused
-        >>> gen = generate_module(gated_mlp_fused(16, 512, 2048, grid=256, forloop_range=4), options=CodegenOptions())
-        >>> _occupancy_variant(CodegenOptions(), gen, 256, 132).min_blocks, _occupancy_variant(CodegenOptions(), gen, 512, 132)
-        (2, None)
-    """
-    cap = REGISTERS_PER_SM // (2 * threads)
-    if options.min_blocks != 1 or not 96 <= cap < 255:
-        return None
-    big = [k for k in gen.kernels if k.grid[0] * k.grid[1] * k.grid[2] > sms]
-    if not big or any(2 * (max(k.dyn_smem_bytes, 4 * k.pool_floats) + 1024) > SMEM_PER_SM_KB * 1024 for k in big):
-        return None
-    return replace(options, min_blocks=2)
-
-
 def _smem_variant(options: CodegenOptions, gen: GeneratedModule, limit_kb: int) -> CodegenOptions | None:
     """``options`` with the shared-memory pool grown to hold what spilled to global scratch at 48 KB, or None.
 
@@ -180,11 +141,10 @@ def lowering_variants(graph: KernelGraph, *, candidate: int = 0, threads: Sequen
     if not graph.customized_ops:
         return [Variant(candidate, graph, CodegenOptions(), 0, "torch")]
     smem_kb = device_smem_kb()
-    sms = device_sm_count()
-    memo_key = (graph.content_hash(), tuple(threads), tuple(o.astuple() for o in option_sets), smem_kb, sms)
+    memo_key = (graph.content_hash(), tuple(threads), tuple(o.astuple() for o in option_sets), smem_kb)
     kept = _MEMO.get(memo_key)
     if kept is None:
-        kept = _MEMO[memo_key] = _lowering_variants(graph, threads, option_sets, smem_kb, sms)
+        kept = _MEMO[memo_key] = _lowering_variants(graph, threads, option_sets, smem_kb)
         while len(_MEMO) > MEMO_SIZE:
             _MEMO.popitem(last=False)
     else:
@@ -200,12 +160,11 @@ _MEMO: "OrderedDict[tuple, list[tuple[KernelGraph, CodegenOptions, int, str]]]" 
 
 
 def _lowering_variants(graph: KernelGraph, threads: Sequence[int], option_sets: Sequence[CodegenOptions],
-                       smem_kb: int = MAX_SMEM_KB, sms: int = 132) -> list[tuple[KernelGraph, CodegenOptions, int, str]]:
+                       smem_kb: int = MAX_SMEM_KB) -> list[tuple[KernelGraph, CodegenOptions, int, str]]:
     """The distinct ``(graph, options, threads, source key)`` lowerings, in threads-then-options order.
 
     A lowering whose buffers spill past the static 48 KB to global scratch is followed by the same
-    lowering with a dynamic shared-memory pool that holds them (up to ``smem_kb``); one whose grid has
-    more blocks than the GPU's ``sms``, by its twin held to two blocks an SM (``_occupancy_variant``).
+    lowering with a dynamic shared-memory pool that holds them (up to ``smem_kb``).
     """
     out: list[tuple[KernelGraph, CodegenOptions, int, str]] = []
     seen: set[str] = set()
@@ -228,26 +187,16 @@ def _lowering_variants(graph: KernelGraph, threads: Sequence[int], option_sets: 
                 continue
             seen.add(key)
             out.append((g, o, t, key))
-            twins = [(o, gen)]
             o2 = _smem_variant(o, gen, smem_kb)
             if o2 is not None:
                 try:
-                    key2, gen2 = _source_key(g, o2)
+                    key2, _ = _source_key(g, o2)
                 except MirageLabError as e:
                     errors.append(f"{t} threads, {o2.tag()}: {e}")
                     continue
                 if key2 not in seen:
                     seen.add(key2)
                     out.append((g, o2, t, key2))
-                    twins = [(o2, gen2)]   # the pool that holds the buffers: its occupancy twin, not the spilling one's
-            for ob, genb in twins:
-                o3 = _occupancy_variant(ob, genb, t, sms)
-                if o3 is None:
-                    continue
-                key3, _ = _source_key(g, o3)
-                if key3 not in seen:
-                    seen.add(key3)
-                    out.append((g, o3, t, key3))
     if not out:
         raise MirageLabError("no lowering of this μGraph could be generated: " + "; ".join(errors[:3]))
     return out

@@ -158,8 +158,10 @@ CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [
     # 32 rows of X against W1, W2: both matmuls on tensor cores with X's tile kept as its loaded words
     # (the A fragments read as they are) and the W tiles as k-pair words
     ("gated_mlp_m32", lambda: gated_mlp_fused(32, 128, 64, grid=2, forloop_range=2), randn_inputs(0.5)),
-    # 40 k-steps an iteration: past MAX_UNROLLED_KSTEPS the register-blocked loop runs in unrolled groups of 8
+    # 40 k-steps an iteration: the register-blocked loop runs in groups of 10 written out (20 mma a body)
     ("gated_mlp_m32_long_k", lambda: gated_mlp_fused(32, 1280, 64, grid=2, forloop_range=2), randn_inputs(0.25)),
+    # 64 x 64 per block over 4 warps: a 2 x 4 block of tiles a warp, its k loop kept rolled (8 mma a step)
+    ("gated_mlp_m64_rolled", lambda: gated_mlp_fused(64, 128, 128, grid=2, forloop_range=2), randn_inputs(0.5)),
     # split-K: partial sums on a (splits, column blocks) grid, then a combine kernel looping over them
     ("split_k_l2_norm", lambda: matmul_split_k(4, 64, 64, splits=4, col_blocks=2, forloop_range=2, l2_norm=True),
      randn_inputs()),

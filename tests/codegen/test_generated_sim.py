@@ -38,7 +38,8 @@ MMA_CASES = {"rms_norm_linear": 1, "rms_norm_linear_m16": 1, "rms_norm_linear_bf
 # query rows of gqa_prefill_mma_padded to 32)
 MMA_STAGED = {"gqa_prefill_mma": 2, "gqa_prefill_mma_padded": 2, "gqa_prefill_mma_blocked": 2,
               "gqa_prefill_mma_padded_blocked": 2, "split_k_m16": 1,
-              "structural": 1, "gated_mlp_m32": 2, "gated_mlp_m32_long_k": 2}
+              "structural": 1, "gated_mlp_m32": 2, "gated_mlp_m32_long_k": 2,
+              "gated_mlp_m64_rolled": 2}
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES])

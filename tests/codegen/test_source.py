@@ -195,20 +195,17 @@ def test_warp_takes_a_block_of_tiles_and_reads_each_fragment_once() -> None:
     assert f"ar{g}_0 = (tid >> 5 >> 1) * 16 + wg{g}" in loop      # block rows: warp // 2 (shifts)
     assert loop.count(f"a0_0{g} = ") == 1 and loop.count(f"b0_0{g} = ") == 1 and loop.count(f"b1_0{g} = ") == 1
     assert loop.count(f"mma_f16(a0_0{g}") == 2
-    # gated MLP, 32 rows x 32 columns per block over 4 warps, 4 k-steps: the gate and up matmuls of one X
-    # tile in one k loop, each step's A fragment read once for the warp's two column tiles of both
-    # (12 shared loads for 4 mma; a loop per tile took 24)
+    # gated MLP, 32 rows x 32 columns per block over 4 warps, 4 k-steps: each matmul one k loop written out,
+    # each step's A fragment read once for the warp's two column tiles (8 shared loads for 2 mma; 12 before)
     gm = gated_mlp_fused(32, 128, 64, grid=2, forloop_range=2).customized_ops[0].block_graph
     src, _ = emit_block_kernel(gm, "k", CodegenOptions(mma=True))
     body = src.split("for it in range(2):")[1]
-    first, second = (op.guid for op in gm.ops if op.op_type == "matmul")
-    assert body.count("register-blocked") == 1 and "12 shared loads per k-step for 4 mma" in body
-    # the 4 k-steps written out (a rolled loop of 4 mma waited on its loads: NVVM did not unroll it)
+    assert body.count("register-blocked") == 2 and body.count("8 shared loads per k-step for 2 mma") == 2
+    # the 4 k-steps written out (a rolled loop of 2 mma waited on its loads: NVVM did not unroll it)
     assert "for kk in range(" not in body and "for kq in range(" not in body
-    assert body.count(f"a0_0{first} = ") == 4 and f"a0_0{second} = " not in body
-    assert body.count(f"= mma_f16(a0_0{first}") == 16
-    assert body.count(f"b0_0{second} = ") == 4
-    assert body.count(f"pm{second}_0_3 = mma_f16(a0_0{first}") == 4 and body.count(f"pm{second}_1_3 = mma_f16(") == 4
+    for op in (op for op in gm.ops if op.op_type == "matmul"):
+        assert body.count(f"a0_0{op.guid} = ") == 4 and body.count(f"b1_0{op.guid} = ") == 4
+        assert body.count(f"= mma_f16(a0_0{op.guid}") == 8
     # with the blocking off (the probe's A/B), tiles are dealt round-robin with a k loop each
     try:
         StagedMmaEmitter.register_blocking = False
