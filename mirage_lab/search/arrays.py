@@ -110,8 +110,8 @@ class NumpyArrays:
             r = numpy_ops.reduce_sum(self._memo[base + (c,)].reshape(nb, c // nb, m, n), 1)
             r = np.ascontiguousarray(r).reshape(nb, m, n)
         else:
-            da = digest_any(a) if a.size >= self.MEMO_MIN_F64 else b""
-            r = numpy_ops.matmul_f64(self._float64(a, da), self._float64(b, base[5])).reshape(nb, m, n)
+            # a is converted a block at a time inside (no float64 copy of it); b's is kept
+            r = numpy_ops.matmul_f64(a, self._float64(b, base[5])).reshape(nb, m, n)
         r.flags.writeable = False   # shared by every tiling that folds to this product
         self._remember(base + (nb,), r)
         self._chunkings.setdefault(base, set()).add(nb)

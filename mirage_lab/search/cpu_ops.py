@@ -295,7 +295,7 @@ class SearchFieldOps(FieldOps):
                 return _matmul_few_rows(a3, b3).reshape(batch + (a.shape[-2], b.shape[-1]))
         macs = max(a.size // a.shape[-1] * b.shape[-1], b.size // b.shape[-2] * a.shape[-2]) * a.shape[-1]
         if macs < self.MEMO_MIN_MACS:
-            return self.matmul_f64(a.astype(np.float64), b.astype(np.float64))
+            return self.matmul_f64(a, b.astype(np.float64))
         # Confirming a hit multiplies the target's random inputs again, candidate after
         # candidate (X·W of every RMSNorm+Linear candidate): the same operands, by content.
         from .layout_copy import digest
@@ -305,7 +305,7 @@ class SearchFieldOps(FieldOps):
         if hit is not None:
             self._memo.move_to_end(key)
             return hit
-        r = self.matmul_f64(a.astype(np.float64), b.astype(np.float64))
+        r = self.matmul_f64(a, b.astype(np.float64))
         r.flags.writeable = False
         self._remember(key, r)
         return r
@@ -316,24 +316,70 @@ class SearchFieldOps(FieldOps):
         while self._memo_bytes > self.MEMO_BYTES and len(self._memo) > 1:
             self._memo_bytes -= self._memo.popitem(last=False)[1].nbytes
 
+    #: the float64 product is computed this many output elements at a time (1 MiB of float64,
+    #: reused while in cache) and reduced into the uint16 result at once
+    F64_CHUNK = 1 << 17
+
     def matmul_f64(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``a @ b`` mod ``PQ`` for field values held as float64 (exact: float64 BLAS on
-        integers below ``PQ``, reduced every ``MAX_EXACT_TERMS`` terms, as the numpy backend)."""
+        integers below ``PQ``, reduced every ``MAX_EXACT_TERMS`` terms, as the numpy backend).
+        ``a`` may also be the uint16 fingerprints themselves (converted a block of rows at a time).
+
+        The product is taken a block of output rows at a time (``F64_CHUNK`` elements) into a
+        reused float64 buffer and reduced from there into the uint16 result: a whole float64
+        product (512 MB for a [64, 16384, 64] result) is never allocated, nor is ``a``'s float64
+        copy; at full shapes those fresh pages (their faults, the kernel zeroing them) cost
+        several times the product itself."""
         from ..verify import field
 
         K = a.shape[-1]
-        acc = None
         # read at call time: tests lower it to reach the chunked path
         chunk = min(field.MAX_EXACT_TERMS, F64_TERMS)
-        for k0 in range(0, K, chunk):
-            k1 = min(K, k0 + chunk)
-            part = np.matmul(a[..., k0:k1], b[..., k0:k1, :])
-            if not HAVE_NUMBA:
-                part = part.astype(np.int64) % PQ
+        if not HAVE_NUMBA:
+            a, b = a.astype(np.float64, copy=False), b.astype(np.float64, copy=False)
+            acc = None
+            for k0 in range(0, K, chunk):
+                k1 = min(K, k0 + chunk)
+                part = np.matmul(a[..., k0:k1], b[..., k0:k1, :]).astype(np.int64) % PQ
                 acc = part if acc is None else (acc + part) % PQ
-            else:
-                acc = _mod_f64(part) if acc is None else _mod_f64_add(part, acc)
-        return acc.astype(FP_DTYPE, copy=False)
+            return acc.astype(FP_DTYPE, copy=False)
+        b = b.astype(np.float64, copy=False)
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        m, n = a.shape[-2], b.shape[-1]
+        out = np.empty(batch + (m, n), FP_DTYPE)
+        a3, b3 = _batched3(a, batch), _batched3(b, batch)
+        if a3 is None or b3 is None:   # a batch that would need a copy to flatten: one product
+            _mm_reduce(a, b, out, chunk)
+            return out
+        o3 = out.reshape((-1, m, n))
+        nb = o3.shape[0]
+        rows = max(1, self.F64_CHUNK // max(1, n))
+        if rows >= m:     # whole products, several batch entries at a time
+            step = max(1, rows // max(1, m))
+            for z0 in range(0, nb, step):
+                z1 = min(nb, z0 + step)
+                _mm_reduce(a3[z0:z1], b3[z0:z1], o3[z0:z1], chunk)
+        else:             # blocks of rows of one batch entry at a time
+            for z in range(nb):
+                for r0 in range(0, m, rows):
+                    r1 = min(m, r0 + rows)
+                    _mm_reduce(a3[z, r0:r1], b3[z], o3[z, r0:r1], chunk)
+        return out
+
+
+def _mm_reduce(a: np.ndarray, b: np.ndarray, out: np.ndarray, chunk: int) -> None:
+    """``out[...] = a @ b mod PQ`` (``b`` float64; ``a`` float64 or uint16), ``chunk`` terms per
+    float64 product: one block of :meth:`SearchFieldOps.matmul_f64`."""
+    K = a.shape[-1]
+    for k0 in range(0, K, chunk):
+        k1 = min(K, k0 + chunk)
+        ak = a[..., k0:k1] if k1 - k0 < K else a
+        bk = b[..., k0:k1, :] if k1 - k0 < K else b
+        part = np.matmul(ak, bk, dtype=np.float64)
+        if k0 == 0:
+            _mod_f64(part, out=out)
+        else:
+            _mod_f64_add(part, out, out=out)
 
 
 #: sums of short rows read as wide words need the elements in little-endian lanes

@@ -71,13 +71,15 @@ class Generator(SplitKRules, BlockSearch):
         biggest = max(t.numel() for t in target.graph.tensors)
         self.max_kernel_elements = max(MAX_FP_ELEMENTS, 2 * biggest)
         self._inputs = [self.arrays.put(fp) for fp in target.inputs_fp]
+        self._input_keys = [Node(d, fp, None).key() for d, fp in zip(target.input_dims, self._inputs)]  # not per task
         # The outputs as Node keys name them (dims, phase, fingerprint shape, digest).
         self._out_keys = [(d, False, tuple(fp.shape), digest_any(self.arrays.put(fp)))
                           for d, fp in zip(target.output_dims, target.outputs_fp)]
 
     # ----------------------------------------------------------------- tasks
     def root_nodes(self) -> list[Node]:
-        return [Node(d, fp, e, is_input=True) for d, fp, e in zip(self.t.input_dims, self._inputs, self.t.input_exprs)]
+        return [Node(d, fp, e, is_input=True, _key=k)
+                for d, fp, e, k in zip(self.t.input_dims, self._inputs, self.t.input_exprs, self._input_keys)]
 
     def tasks(self) -> list[Task]:
         """Independent subtrees, in a fixed order that does not depend on the workers.

@@ -50,8 +50,10 @@ except Exception:   # no numba here: numpy's copy (same bytes)
 
 #: the middle axis is walked in blocks of this many indices (256: best of 16-1024 measured)
 BLOCK = 256
-#: when the last axis is strided too (a transpose), both are walked in blocks (128 x 32 measured best)
-TBLOCK = (128, 32)
+#: when the last axis is strided too (a transpose), both are walked in blocks: 8 indices of the
+#: last axis (each read from another row) by up to 1024 of the middle one. A transposed
+#: [4096, 256] block of a [4096, 4096] array: 0.67 ms, against 2.1 ms with (128, 32)
+TBLOCK = (1024, 8)
 #: contiguous rows of at least this many elements are copied by numpy
 LONG_ROW = 64
 #: a digest streams its copy through a buffer of at most this many elements (2 MiB of uint16)
@@ -92,13 +94,31 @@ def _as3(x: np.ndarray) -> np.ndarray | None:
 def _copy(x3: np.ndarray, out: np.ndarray) -> None:
     """``out[...] = x3`` (both 3-axis): numpy's copy for long contiguous rows or rows repeated
     (broadcast) along the middle axis (measured 2-6x faster there, e.g. a tile broadcast over
-    the grid), else the blocked loop."""
+    the grid), else the blocked loop (short contiguous rows moved as whole words, :func:`_widen`)."""
     if x3.strides[2] == x3.itemsize and (x3.shape[2] >= LONG_ROW or x3.strides[1] == 0):
         np.copyto(out, x3)
     elif abs(x3.strides[2]) <= 4 * x3.itemsize:    # short rows of the last axis, (nearly) contiguous
+        x3, out = _widen(x3, out)
         _copy3(x3, out, BLOCK, max(1, x3.shape[2]))
     else:
         _copy3(x3, out, TBLOCK[0], TBLOCK[1])
+
+
+def _widen(x3: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x3`` and ``out`` seen as 8- (or 4-) byte words where a contiguous row of ``x3`` is a whole
+    number of aligned words (e.g. rows of 8 uint16 as 2 uint64): the same bytes in a quarter
+    of the loop's steps (a [32, 4096, 8] block of rows 4096 apart: 0.32 ms against 0.67 ms);
+    else both unchanged."""
+    if x3.strides[2] != x3.itemsize:
+        return x3, out
+    row = x3.shape[2] * x3.itemsize
+    for w, dt in ((8, np.uint64), (4, np.uint32)):
+        if w <= x3.itemsize:
+            break
+        if row % w == 0 and x3.strides[0] % w == 0 and x3.strides[1] % w == 0 \
+                and x3.ctypes.data % w == 0 and out.ctypes.data % w == 0:
+            return x3.view(dt), out.view(dt)
+    return x3, out
 
 
 def contiguous(x: np.ndarray) -> np.ndarray:

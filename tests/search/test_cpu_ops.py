@@ -226,3 +226,28 @@ def test_short_row_sums_read_as_wide_words(r, inner, fill, monkeypatch):
     flat = np.empty(x.size + 1, np.uint16)[1:].reshape(x.shape)
     flat[...] = x
     np.testing.assert_array_equal(cpu_ops.SEARCH_OPS.reduce_sum(flat, 1), want)
+
+
+@pytest.mark.skipif(not cpu_ops.HAVE_NUMBA, reason="numba does not import here")
+@pytest.mark.parametrize("block", [1, 7, 64, 1 << 17])
+@pytest.mark.parametrize("terms", [None, 3])
+def test_float64_products_by_blocks_equal_the_numpy_backend(block, terms, monkeypatch):
+    # matmul_f64 takes the product a block of output rows at a time (F64_CHUNK elements), several
+    # batch entries at a time when they are small, with a uint16 or float64 a; MAX_EXACT_TERMS
+    # lowered reaches the sums of partial products
+    from mirage_lab.verify import field
+
+    if terms is not None:
+        monkeypatch.setattr(field, "MAX_EXACT_TERMS", terms)
+    ops = cpu_ops.SearchFieldOps()
+    monkeypatch.setattr(ops, "F64_CHUNK", block)
+    rng = np.random.default_rng(block)
+    for sa, sb in [((3, 5, 10), (3, 10, 4)), ((40, 10), (10, 3)), ((2, 3, 30, 6), (2, 3, 6, 2)),
+                   ((2, 1, 9, 7), (1, 3, 7, 5)), ((1, 5, 8), (4, 8, 1))]:
+        a, b = _rand(rng, sa), _rand(rng, sb)
+        a[..., 0, :] = PQ - 1
+        b[..., :, 0] = PQ - 1
+        want = REF.matmul(a, b)
+        for got in (ops.matmul_f64(a, b.astype(np.float64)), ops.matmul_f64(a.astype(np.float64), b)):
+            assert got.dtype == np.uint16 and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)

@@ -61,3 +61,27 @@ def test_collapse_merges_axes_that_step_over_each_other():
     x = np.zeros((2, 3, 1, 4), np.uint16)
     assert layout_copy.collapse(x) == ((24,), (2,))
     assert layout_copy.collapse(x.transpose(1, 0, 2, 3)) == ((3, 2, 4), (8, 24, 2))
+
+
+@pytest.mark.parametrize("row", [1, 2, 3, 4, 8, 12])
+@pytest.mark.parametrize("offset", [0, 1, 2, 4])
+def test_short_rows_moved_as_wide_words_keep_the_bytes(row, offset, monkeypatch):
+    # rows of 2, 4, 8... uint16 are copied as uint32/uint64 words where aligned (layout_copy._widen);
+    # odd rows, odd offsets and strides fall back to element copies: the bytes are numpy's either way
+    monkeypatch.setattr(layout_copy, "LONG_ROW", 1 << 30)   # every contiguous row by the compiled loop
+    rng = np.random.default_rng(row * 10 + offset)
+    flat = rng.integers(0, PQ, size=offset + 24 * 16 * row, dtype=np.uint16)[offset:]
+    base = flat.reshape(24, 16, row)
+    for v in (base.transpose(1, 0, 2), base[:, ::2].transpose(1, 0, 2), base[:, :, :row - row // 2].transpose(1, 0, 2)):
+        ref = np.ascontiguousarray(v)
+        np.testing.assert_array_equal(layout_copy.contiguous(v), ref)
+        assert layout_copy.digest(v) == xxhash.xxh3_128_digest(ref)
+        out, d = layout_copy.contiguous_digest(v)
+        np.testing.assert_array_equal(out, ref)
+        assert d == xxhash.xxh3_128_digest(ref)
+    if row > 1:   # (a row of one is no axis of its own)
+        x3 = layout_copy._as3(base.transpose(1, 0, 2))
+        wx, wo = layout_copy._widen(x3, np.empty(x3.shape, np.uint16))
+        addr = flat.ctypes.data
+        want = next(w for w in (8, 4, 2) if w == 2 or (row * 2 % w == 0 and addr % w == 0 and 2 * row % w == 0))
+        assert wx.itemsize == want and wx.shape[-1] * want == row * 2 and wo.shape == wx.shape
