@@ -156,36 +156,6 @@ def test_pool_workers_keep_freed_memory_warm():
     assert kept < 16 and plain > 48, (kept, plain)
 
 
-def test_pool_workers_do_not_advise_huge_pages():
-    """A search's pool worker leaves numpy's huge-page advice off (allocator.no_huge_pages): on the
-    dev VM a 2 MB page cost ~4x a 4 KB page's zeroing per byte, at the heap's every new peak."""
-    import multiprocessing as mp
-    import sys
-    from concurrent.futures import ProcessPoolExecutor
-
-    from mirage_lab.search import executors
-
-    if not sys.platform.startswith("linux"):
-        pytest.skip("Linux only")
-    ctx = mp.get_context("fork")
-    with ProcessPoolExecutor(1, mp_context=ctx, initializer=executors._pool_worker_init, initargs=(os.getpid(),)) as ex:
-        advised = ex.submit(_huge_page_advice).result()
-    if advised is None:
-        pytest.skip("this numpy has no huge-page switch")
-    assert advised is False
-
-
-def _huge_page_advice():
-    """Whether numpy advises huge pages in this process (None: no such switch in this numpy)."""
-    try:
-        from numpy._core.multiarray import _set_madvise_hugepage
-    except ImportError:
-        return None
-    was = _set_madvise_hugepage(False)
-    _set_madvise_hugepage(was)
-    return bool(was)
-
-
 def _rss_given_back_after_free():
     """MB of resident memory handed back to the OS by freeing a 64 MB array just made (and touched)."""
     import numpy as np
