@@ -70,6 +70,30 @@ def search(graph: KernelGraph, config: str | None = None, *, workers: int | None
     return _events(graph, cfg, workers, executor, checkpoint, cancel or CancelToken(), progress_interval)
 
 
+def task_chunks(todo: list[int], n_workers: int) -> list[list[int]]:
+    """The tasks in chunks handed to workers in order: chunks amortise per-future overhead, and
+    enough of them keep every worker busy to the end.
+
+    The tasks come most promising first (:meth:`Generator.tasks`), and the chunks keep that order: a
+    window of ``n_workers`` chunks covers the next ``n_workers x size`` tasks, dealt one to each
+    chunk in turn, so the first tasks start at once on different workers and a task never waits
+    behind tasks far down the list. (Chunks that each took every n-th task of the whole list put the
+    first 180 tasks of nTrans 4096 in 180 chunks of 64 spread over all 11,469: with two workers its
+    candidate, state 108,310 in order, was not reached in 400,000.)
+
+        >>> task_chunks(list(range(40)), 2)[:4]
+        [[0, 2], [1, 3], [4, 6], [5, 7]]
+    """
+    size = max(1, min(64, len(todo) // max(1, n_workers * 8)))
+    window = size * max(1, n_workers)
+    chunks = []
+    for w0 in range(0, len(todo), window):
+        part = todo[w0:w0 + window]
+        k = min(max(1, n_workers), len(part))
+        chunks += [part[c::k] for c in range(k)]
+    return chunks
+
+
 def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor: Any,
             checkpoint: str | os.PathLike | None, cancel: CancelToken, progress_interval: float) -> Iterator[Any]:
     """The search itself, as a generator of events (see :func:`search`)."""
@@ -124,12 +148,7 @@ def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor
     todo = [t.index for t in tasks if cp is None or t.index not in cp.done]
     ex = make_executor(executor, workers)
     n_workers = workers or usable_cpus()
-    # Chunks amortise per-future overhead; enough of them keep every worker busy to the end.
-    # Each chunk takes every n-th task, so the first tasks (the most promising, see
-    # Generator.tasks) start at once on different workers instead of queueing in one chunk.
-    size = max(1, min(64, len(todo) // max(1, n_workers * 8)))
-    n_chunks = -(-len(todo) // size)
-    chunks = [todo[c::n_chunks] for c in range(n_chunks)]
+    chunks = task_chunks(todo, n_workers)
     live: dict[int, dict] = {}        # task -> latest stats of a running task
     processed: set[int] = set()
     base = _copy(stats)
