@@ -67,22 +67,19 @@ def main() -> int:
         for r in fastest(d, a.top):
             g = with_block_dim(from_dict(d["tuned"][str(r["candidate"])]), r["threads"])
             opts = options_from_tag(r["options"])
-            texts = {"off": source(g, opts, False), "on": source(g, opts, True)}
-            for label, text in texts.items():
-                if label != "off" and any(text == t for k, t in texts.items() if k != label and list(texts).index(k)
-                                          < list(texts).index(label)):
-                    print(f"| {name} | {r['candidate']} | {r['threads']} | {r['options']} | {r['median_us']:.1f} | "
-                          f"{label}: the same source as above | | | |", flush=True)
+            row = f"| {name} | {r['candidate']} | {r['threads']} | {r['options']} | {r['median_us']:.1f} |"
+            off, on = source(g, opts, False), source(g, opts, True)
+            for label, text in (("off", off), ("on", on)):
+                if label == "on" and text == off:
+                    print(f"{row} on: the same source | | | |", flush=True)
                     continue
-                tag = f"{name}_{r['candidate']}_{r['threads']}_{r['options'].replace('-', '_')}_{len(label)}"
+                tag = f"{name}_{r['candidate']}_{r['threads']}_{r['options'].replace('-', '_')}_{label}"
                 try:
                     err, dev, gdev = measure(tag, text, g, tmp)
-                except Exception as e:  # noqa: BLE001 - e.g. a launch that needs more registers than the cap
-                    print(f"| {name} | {r['candidate']} | {r['threads']} | {r['options']} | {r['median_us']:.1f} | "
-                          f"{label} | {type(e).__name__}: {str(e)[:80]} | | |", flush=True)
+                except Exception as e:  # noqa: BLE001 - e.g. a launch that needs more registers than it may have
+                    print(f"{row} {label} | {type(e).__name__}: {str(e)[:80]} | | |", flush=True)
                     continue
-                print(f"| {name} | {r['candidate']} | {r['threads']} | {r['options']} | {r['median_us']:.1f} | "
-                      f"{label} | {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
+                print(f"{row} {label} | {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
     return 0
 
 

@@ -209,7 +209,7 @@ class StagedMmaEmitter:
             self.post_actions.insert(0, writeback)
         if blk:
             self._staged_mma_blocked(s, op, blk, epilogue, tail_acc, out_t, persist, acc,
-                                     lanes, tile_of, row_guard, a_frag, b_frag)
+                                     lanes, tile_of, row_guard, a_frag, b_frag, mma)
             return
         for j in range(rounds):
             with guarded(s, j):
@@ -251,7 +251,7 @@ class StagedMmaEmitter:
 
     def _staged_mma_blocked(self, s: Src, op: "TBOp", blk: tuple[int, int], epilogue: list["TBOp"],
                             tail_acc: "TBOp | None", out_t: "STensor", persist: bool, acc: list[list[str]],
-                            lanes, tile_of, row_guard, a_frag, b_frag) -> None:
+                            lanes, tile_of, row_guard, a_frag, b_frag, mma: str) -> None:
         """The warp's R x C tiles in one k loop: R A and C B fragments per k-step, each read once."""
         a, b = op.inputs
         K, NT, g = a.dims[-1], b.dims[-1] // 8, op.guid
@@ -280,18 +280,19 @@ class StagedMmaEmitter:
             for u in range(U):
                 k0 = add(mul("kq", 16 * U) if rolled else "0", str(16 * u), mul(f"wt{g}", 2))
                 kw = add(mul("kq", 8 * U) if rolled else "0", str(8 * u), f"wt{g}")
-                self._mma_kstep(s, op, blk, cs, k0, kw, a_frag, b_frag)
+                self._mma_kstep(s, g, mma, blk, cs, k0, kw, a_frag, b_frag)
         if persist:
             return
         for j in range(R * C):
             tile_of(s, j)
             self._mma_epilogue(s, op, cs[j], epilogue, tail_acc, out_t, row_guard)
 
-    def _mma_kstep(self, s: Src, op: "TBOp", blk: tuple[int, int], cs: list[list[str]], k0: str, kw: str,
+    @staticmethod
+    def _mma_kstep(s: Src, g: int, mma: str, blk: tuple[int, int], cs: list[list[str]], k0: str, kw: str,
                    a_frag, b_frag) -> None:
-        """One k-step of a register-blocked loop: R A fragments, C B fragments, their R x C mma."""
-        g, (R, C) = op.guid, blk
-        mma = "mma_f16" if op.inputs[0].dtype.name == "float16" else "mma_bf16"
+        """One k-step of a register-blocked loop (op ``g``, intrinsic ``mma``): R A fragments, C B fragments,
+        their R x C mma."""
+        R, C = blk
         for ri in range(R):
             for r in range(4):
                 s(f"a{ri}_{r}{g} = {a_frag(r, k0, kw, f'ar{g}_{ri}')}")
