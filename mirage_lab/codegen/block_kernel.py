@@ -138,13 +138,19 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         # and those read only as the A operand keep their loaded words: (m, k pair) words, an A-fragment
         # register each (:meth:`LoaderEmitter.raw_a_tiles`)
         self.raw_a_pitch: dict[str, int] = self.raw_a_tiles() if pad else {}
+        # 16-bit tensor-core tiles copied by cp.async into a ring of stages (options.async_stages), kept as
+        # loaded: buffer name -> row pitch in words (:meth:`LoaderEmitter.async_tiles`); B tiles among them
+        # are no longer k-pairs
+        self.async_pitch: dict[str, int] = self.async_tiles() if pad else {}
+        for name in self.async_pitch:
+            self.pair_pitch.pop(name, None)
         self.pitch: dict[str, tuple[int, int]] = {}   # buffer name -> (cols, pitch)
         for op in bg.ops if pad else ():
             if self.is_staged_mma(op):
                 for t in op.inputs:
                     cols = t.dims[-1]
                     if (cols % 4 == 0 and t.numel() > cols and self.bufname(t) not in self.pair_pitch
-                            and self.bufname(t) not in self.raw_a_pitch):
+                            and self.bufname(t) not in self.raw_a_pitch and self.bufname(t) not in self.async_pitch):
                         self.pitch[self.bufname(t)] = (cols, cols + (4 - cols) % 8)
         # sum/mean/rms accumulators of a staged loader tile's rows, summed from the load registers
         self.fused_acc: dict[int, list["TBOp"]] = {}
@@ -267,8 +273,8 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         self._red_inits: list[str] = []
         # every buffer placed before any text is written: the stages write sm[...] / scr[...] directly
         pool, scratch = self.plan_buffers()
-        if scratch and (self.pitch or self.pair_pitch or self.raw_a_pitch):
-            raise _PaddingOverflow  # the padded tiles pushed a buffer out of shared memory
+        if scratch and (self.pitch or self.pair_pitch or self.raw_a_pitch or self.async_pitch):
+            raise _PaddingOverflow  # the padded tiles (or a cp.async ring) pushed a buffer out of shared memory
         # past numba's static 48 KB (options.smem_kb allows it): dynamic shared memory, opted in at launch
         dyn_bytes = 4 * (pool + p.int_words) if 4 * (pool + p.int_words) > STATIC_SMEM_KB * 1024 else 0
         in_loop, post = self.stage_chains()
@@ -284,9 +290,26 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         body = Src(2 if self.FR > 1 else 1)
         self.in_loop = True
         staged = [ld for ld in p.loaders if ld.mode == "staged" and not ld.invariant]
+        asyncs = [ld for ld in staged if self.is_async(ld)]
+        staged = [ld for ld in staged if ld not in asyncs]
         piped_staged = [ld for ld in staged if self.staged_piped(ld)]
         piped_streams = [st for st in p.streams if self.stream_pipelined(st)]
         D = self.depth
+        S = self.options.async_stages
+        if asyncs:
+            # the cp.async ring: this iteration's stage has landed (at most S - 2 later groups still in
+            # flight) and every thread is past the last iteration's reads, so its stage can be refilled
+            body.comment(f"cp.async ring of {S} stages: wait for iteration it's copies, refill the stage read last iteration")
+            body(f"cp_wait{S - 2}()")
+            body("cuda.syncthreads()")
+            self.sync.clear()
+            self._head_open = False   # the barrier above orders this iteration after the last one
+            for ld in asyncs:
+                body(f"cs{ld.index} = it % {S} * {self.async_words(self.bufname(ld.out))}")
+            with body.block(f"if it + {S - 1} < {self.FR}:"):
+                for ld in asyncs:
+                    self.issue_async(body, ld, f"(it + {S - 1})", f"(it + {S - 1}) % {S}")
+            body("cp_commit()   # a group every iteration, empty ones too: the wait counts groups")
         if piped_streams and D == 1:  # double buffer: the next iteration's rows load while this one computes
             with body.block(f"if it + 1 < {self.FR}:"):
                 for st in piped_streams:
@@ -323,6 +346,8 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
 
         # --- after the loop (loop and post buffers share memory: one barrier first)
         tail = Src(1)
+        if asyncs:
+            tail("cp_wait0()")   # no copy may land in buffers the work after the loop reuses
         if self.sync.dirty:
             tail("cuda.syncthreads()")
             self.sync.clear()
@@ -345,6 +370,10 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
                 pro2.comment(f"zero {t.name} (accumulated in shared memory, element-owned)")
                 self.per_element(pro2, t.numel(), lambda s, e, i, t=t: s(f"{self.ref(t, e)} = f32(0.0)"),
                                  unroll=False)
+        for k in range(S - 1 if asyncs else 0):  # the ring's first S - 1 stages before the loop
+            for ld in asyncs if k < self.FR else ():
+                self.issue_async(pro2, ld, str(k), str(k))
+            pro2("cp_commit()")
         ring = self.ring_names(piped_staged, piped_streams)
         for k in range(D):  # the ring's register sets hold iterations 0 .. D-1 before the loop
             first = Src(1)

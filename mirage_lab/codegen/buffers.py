@@ -36,6 +36,8 @@ class BufferPlanner:
     def tbuf(self, t: "STensor", region: str) -> Buf:
         """The buffer of tile ``t`` (rows padded to the tensor-core pitch where one is set)."""
         name = self.bufname(t)
+        if name in self.async_pitch:  # the cp.async ring: its stages one after another
+            return self.p.buf(name, self.options.async_stages * self.async_words(name), region)
         if name in self.pair_pitch:  # k-pairs: a row of words per two rows of the tile
             return self.p.buf(name, t.numel() // (2 * t.dims[-1]) * self.pair_pitch[name], region)
         if name in self.raw_a_pitch:  # the loaded words: a row of words per row of the tile

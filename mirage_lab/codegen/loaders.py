@@ -103,6 +103,69 @@ class LoaderEmitter:
         by_guid = self.p.raw_a_tiles()
         return {self.bufname(ld.out): by_guid[ld.out.guid] for ld in self.p.loaders if ld.out.guid in by_guid}
 
+    def async_tiles(self) -> dict[str, int]:
+        """Staged 16-bit tiles copied by ``cp.async`` into a ring of ``options.async_stages`` stages: buffer
+        name -> row pitch in 32-bit words.
+
+        Those read only by tensor-core staged matmuls, as the A operand (raw A words) or only as the B
+        operand, loaded in 16-byte vectors. A stage keeps the tile as loaded: word ``(r, w)`` holds
+        elements ``(r, 2w)`` and ``(r, 2w + 1)``; an A fragment is one word of it, a B fragment one word
+        transposed by ``movt`` (k rows are the tile's rows). The pitch is 4 mod 8 words (each row starts on
+        16 bytes, and a warp's fragment reads of 8 rows x 4 words hit 32 banks). The copies hold no
+        registers and need no store phase: ``async_stages - 1`` iterations are in flight, where the register
+        staging keeps one (a weight stream limited by latency, ncu: Phi-3's SwiGLU at 63 % of DRAM).
+        """
+        S = self.options.async_stages
+        if not S or not self.options.mma or self.FR < 2 or self.depth > 1:
+            return {}
+        out: dict[str, int] = {}
+        for ld in self.p.loaders:
+            t, tile = ld.out, ld.tile
+            if not word_tile(ld) or ld.vw // 2 != 4:
+                continue
+            name = self.bufname(t)
+            readers = self.consumers(t)
+            if name in self.raw_a_pitch:
+                out[name] = self.raw_a_pitch[name]
+            elif readers and all(self.is_staged_mma(c) and c.inputs[1] is t and c.inputs[0] is not t for c in readers):
+                out[name] = tile[-1] // 2 + (4 - tile[-1] // 2) % 8
+        return out
+
+    def is_async(self, ld: Loader) -> bool:
+        return self.bufname(ld.out) in self.async_pitch
+
+    def async_words(self, name: str) -> int:
+        """32-bit words of one stage of async tile ``name`` (its rows x its pitch)."""
+        t = next(ld.out for ld in self.p.loaders if self.bufname(ld.out) == name)
+        return t.numel() // t.dims[-1] * self.async_pitch[name]
+
+    def async_off(self, name: str) -> str:
+        """The offset of this iteration's stage in buffer ``name`` (``"0"`` for a tile that is not async)."""
+        if name not in self.async_pitch:
+            return "0"
+        return f"cs{next(ld.index for ld in self.p.loaders if self.bufname(ld.out) == name)}"
+
+    def issue_async(self, s: Src, ld: Loader, it: str, stage: str) -> None:
+        """``cp.async`` copies of iteration ``it``'s tile of ``ld`` into ring stage ``stage`` (16 bytes each)."""
+        name = self.bufname(ld.out)
+        buf, pitch = self.planned(name), self.async_pitch[name]
+        nv, nj = self.staged_vectors(ld)
+        base = mul(f"({stage})" if not stage.isdigit() else stage, self.async_words(name))
+        s.comment(f"cp.async {ld.out.name} {list(ld.tile)} of in{ld.index}, iteration {it} -> stage {stage}")
+        for j in range(nj):
+            v = f"(tid + {self.T * j})" if j else "tid"
+
+            def one(s: Src, v: str = v) -> None:
+                r, c = self.pair_vector(ld, v)
+                s(f"cp16(sm, {buf.at(add(base, mul(r, pitch), mul(c, 4)))}, in{ld.index}, "
+                  f"{self.staged_word(ld, v, it)})")
+
+            if (j + 1) * self.T > nv:
+                with s.block(f"if {v} < {nv}:"):
+                    one(s)
+            else:
+                one(s)
+
     def paired(self, ld: Loader) -> bool:
         return self.bufname(ld.out) in self.pair_pitch
 
@@ -146,7 +209,7 @@ class LoaderEmitter:
 
     def staged_piped(self, ld: Loader) -> bool:
         """A staged tile loaded into registers an iteration (or ``depth`` iterations) ahead."""
-        if self.FR <= 1 or ld.invariant or ld.mode != "staged" or not self.staged_prefetchable(ld):
+        if self.FR <= 1 or ld.invariant or ld.mode != "staged" or not self.staged_prefetchable(ld) or self.is_async(ld):
             return False
         _, nj = self.staged_vectors(ld)
         return self.depth == 1 or nj * self.staged_words(ld) * self.depth <= PREFETCH_WORDS

@@ -68,7 +68,10 @@ class CodegenOptions:
     numba declares statically, the pool becomes dynamic shared memory, opted in at launch
     (``_Launch._opt_in``, up to ``MAX_SMEM_KB`` on sm_90), instead of the buffers that do not fit
     moving to a global scratch area. The tuner adds such a twin to every lowering that spills
-    (``pipeline.variants._smem_variant``).
+    (``pipeline.variants._smem_variant``). ``async_stages``: 16-bit tiles that only tensor-core staged
+    matmuls read are copied global -> shared by ``cp.async`` (sm_80+) into a ring of that many
+    shared-memory stages, ``async_stages - 1`` iterations ahead, with no registers held and no store
+    phase (0: the register-prefetched staging). It only matters with ``mma``.
 
     >>> CodegenOptions(pipeline_words=32).tag()
     'pw32-regNone-acc128'
@@ -80,6 +83,8 @@ class CodegenOptions:
     ('pw0-regNone-acc128-mma-mv', 'pw0-regNone-acc128')
     >>> CodegenOptions(mma=True, smem_kb=200).tag()
     'pw0-regNone-acc128-smem200-mma'
+    >>> CodegenOptions(mma=True, smem_kb=200, async_stages=3).tag()
+    'pw0-regNone-acc128-smem200-cp3-mma'
     """
 
     pipeline_words: int = 0      # measured on an H100: no gain, more registers (benchmarks/RESULTS.md)
@@ -90,8 +95,11 @@ class CodegenOptions:
     pipeline_depth: int = 1      # iterations ahead the prefetched loads run
     mma_b16: bool = False        # tensor-core streams of 32-column warps: 16-byte B loads + movmatrix
     smem_kb: int = STATIC_SMEM_KB   # the shared-memory pool; above 48, dynamic shared memory
+    async_stages: int = 0        # cp.async ring of staged tensor-core tiles (0: register prefetch)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.async_stages, int) or self.async_stages not in (0, 2, 3, 4):
+            raise ValueError(f"async_stages must be 0 (off) or 2, 3 or 4, got {self.async_stages!r}")
         if not isinstance(self.pipeline_depth, int) or self.pipeline_depth < 1:
             raise ValueError(f"pipeline_depth must be an int >= 1, got {self.pipeline_depth!r}")
         if not isinstance(self.smem_kb, int) or not STATIC_SMEM_KB <= self.smem_kb <= MAX_SMEM_KB:
@@ -107,6 +115,7 @@ class CodegenOptions:
         t = f"pw{self.pipeline_words}{depth}-reg{self.max_registers}-acc{self.max_stream_acc}"
         t = t if self.phase_words == 32 else f"{t}-ph{self.phase_words}"
         t = t if self.smem_kb == STATIC_SMEM_KB else f"{t}-smem{self.smem_kb}"
+        t = f"{t}-cp{self.async_stages}" if self.async_stages and self.mma else t
         if not self.mma:
             return t
         return f"{t}-mma-mv" if self.mma_b16 else f"{t}-mma"
@@ -114,7 +123,7 @@ class CodegenOptions:
     def astuple(self) -> tuple:
         """Positional arguments that rebuild these options (worker processes get them)."""
         return (self.pipeline_words, self.max_registers, self.max_stream_acc, self.phase_words, self.mma,
-                self.pipeline_depth, self.mma_b16, self.smem_kb)
+                self.pipeline_depth, self.mma_b16, self.smem_kb, self.async_stages)
 
 
 DEFAULT_OPTIONS = CodegenOptions()

@@ -19,6 +19,9 @@ numba only). The prelude defines the few bit-level helpers numba lacks:
   ``movt(w)`` is one ``movmatrix.sync.aligned.m8n8.trans.b16``: the warp's 32 words are an 8x8
   matrix of 16-bit values (lane L holds row L // 4, columns 2(L % 4) and 2(L % 4) + 1, low half
   first), and each lane gets its word of the transposed matrix (``mma_b16``'s B fragments).
+* ``cp16(sm, i, a, j)``: one ``cp.async.cg`` of 16 bytes, int32 words ``a[j:j+4]`` to shared ``sm[i:i+4]``
+  (``async_stages``); ``cp_commit()`` closes a group of them, ``cp_waitN()`` waits until at most N groups
+  are still in flight (under the simulator the copy is done at once and these do nothing).
 
 On the GPU these are numba intrinsics emitting plain LLVM IR (a vector load, trunc, bitcast,
 fpext; inline PTX for ``mma.sync``); under the CUDA simulator they are numpy functions with
@@ -243,6 +246,18 @@ if SIMULATOR:
     def mma_bf16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         return _mma_sim((a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), True)
 
+    def cp16(sm, i, a, j):
+        # cp.async of 16 bytes, done at once: the waits below have nothing left to wait for
+        sm[i], sm[i + 1], sm[i + 2], sm[i + 3] = u2f(a[j]), u2f(a[j + 1]), u2f(a[j + 2]), u2f(a[j + 3])
+
+    def cp_commit():
+        pass
+
+    def cp_wait0():
+        pass
+
+    cp_wait1 = cp_wait2 = cp_wait0
+
     import threading as _threading
     _MMA_LOCK = _threading.Lock()
 else:
@@ -295,6 +310,40 @@ else:
 
     mma_f16 = intrinsic(_mma("f16"))
     mma_bf16 = intrinsic(_mma("bf16"))
+
+    @intrinsic
+    def cp16(typingctx, sm, i, a, j):
+        # 16 bytes of int32 array a from word j to shared float32 array sm at word i, asynchronously
+        # (cp.async.cg: through L2 only), both 16-byte aligned; done once a later cp_wait lets it be
+        sig = types.none(sm, i, a, j)
+
+        def codegen(context, builder, signature, args):
+            i64 = llvm_ir.IntType(64)
+            sary = context.make_array(signature.args[0])(context, builder, args[0])
+            gary = context.make_array(signature.args[2])(context, builder, args[2])
+            sp = builder.ptrtoint(builder.gep(sary.data, [args[1]]), i64)
+            gp = builder.ptrtoint(builder.gep(gary.data, [args[3]]), i64)
+            fty = llvm_ir.FunctionType(llvm_ir.VoidType(), [i64, i64])
+            ptx = ("{ .reg .u64 sa, ga; .reg .u32 s32; cvta.to.shared.u64 sa, $0; cvt.u32.u64 s32, sa; "
+                   "cvta.to.global.u64 ga, $1; cp.async.cg.shared.global [s32], [ga], 16; }")
+            builder.call(llvm_ir.InlineAsm(fty, ptx, "l,l,~{memory}", side_effect=True), [sp, gp])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    def _cp_op(ptx):
+        def typer(typingctx):
+            def codegen(context, builder, signature, args):
+                fty = llvm_ir.FunctionType(llvm_ir.VoidType(), [])
+                builder.call(llvm_ir.InlineAsm(fty, ptx, "~{memory}", side_effect=True), [])
+                return context.get_dummy_value()
+            return types.none(), codegen
+        return typer
+
+    cp_commit = intrinsic(_cp_op("cp.async.commit_group;"))
+    cp_wait0 = intrinsic(_cp_op("cp.async.wait_group 0;"))
+    cp_wait1 = intrinsic(_cp_op("cp.async.wait_group 1;"))
+    cp_wait2 = intrinsic(_cp_op("cp.async.wait_group 2;"))
 
     @intrinsic
     def movt(typingctx, w):

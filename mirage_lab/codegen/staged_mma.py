@@ -82,15 +82,21 @@ class StagedMmaEmitter:
         return warp_block(mma_rows(a.dims[-2]) // 16, b.dims[-1] // 8, self.T // 32, self.mma_rounds(op))
 
     def b_reader(self, op: "TBOp"):
-        """``b_frag(r, k0, kw, col)``: the expression of B register ``r`` (k rows k0 + 8r, + 1; k-pair word
-        ``kw``) of column ``col`` of ``op``'s B tile."""
+        """``b_frag(r, k0, kw, col, kb, wc)``: the expression of B register ``r`` (k rows k0 + 8r, + 1; k-pair
+        word ``kw``) of column ``col`` of ``op``'s B tile; ``kb`` is the k-step's first row and ``wc`` the lane's
+        word column (tile column / 2 + t), which a B tile kept as loaded (cp.async) reads."""
         b = op.inputs[1]
+        g = op.guid
         cv = "f2h" if b.dtype.name == "float16" else "f2bf"
         pb = self.pair_pitch.get(self.bufname(b), 0)   # B kept as k-pairs (LoaderEmitter.pair_tiles)
-        b_buf = self.planned(self.bufname(b)) if pb else None
+        b_buf = self.planned(self.bufname(b)) if pb or self.bufname(b) in self.async_pitch else None
+        pw = self.async_pitch.get(self.bufname(b), 0)   # B kept as loaded, in a cp.async ring
+        so = self.async_off(self.bufname(b))
 
-        def b_frag(r: int, k0: str, kw: str, col: str) -> str:
+        def b_frag(r: int, k0: str, kw: str, col: str, kb: str = "", wc: str = "") -> str:
             ko = 8 * r
+            if pw:  # rows kb + 8r .. + 7 of 8 columns, one word a lane, transposed into the register
+                return f"movt(f2u({b_buf.ref(add(so, mul(add(kb, str(ko), f'wg{g}'), pw), wc))}))"
             if pb:  # k-pair words: the register as it is (pair row kw + ko / 2)
                 return f"f2u({b_buf.ref(add(mul(add(kw, str(ko // 2)), pb), col))})"
             return (f"pk16({cv}({self.ref2(b, add(k0, str(ko)), col)}), "
@@ -153,13 +159,14 @@ class StagedMmaEmitter:
 
         pa = self.raw_a_pitch.get(self.bufname(a), 0)   # A kept as its loaded words (LoaderEmitter.raw_a_tiles)
         a_buf = self.planned(self.bufname(a)) if pa else None
+        a_so = self.async_off(self.bufname(a))   # this iteration's stage of a cp.async ring
 
         def a_frag(r: int, k0: str, kw: str, tr: str = f"tr{g}") -> str:
             """A register ``r`` at k-step base ``k0`` (element) / ``kw`` (its k-pair word, ``k0 / 2``), tile rows from ``tr``."""
             row, ko = a_rows(tr)[r]
             row = f"min({row}, {M - 1})" if pad else row
             if pa:
-                return f"f2u({a_buf.ref(add(mul(row, pa), kw, str(ko // 2)))})"
+                return f"f2u({a_buf.ref(add(a_so, mul(row, pa), kw, str(ko // 2)))})"
             return pair(self.ref2(a, row, add(k0, str(ko))), self.ref2(a, row, add(k0, str(ko + 1))))
 
         b_frag = self.b_reader(op)
@@ -231,8 +238,9 @@ class StagedMmaEmitter:
                             av = [f"a{r}{g}" for r in range(4)]
                             for r in range(4):
                                 s(f"{av[r]} = {a_frag(r, k0, kw)}")
+                        kb = add(str(kk * 16) if kk is not None else mul("kk", 16) if K > 16 else "0")
                         for r in range(2):
-                            s(f"b{r}{g} = {b_frag(r, k0, kw, col)}")
+                            s(f"b{r}{g} = {b_frag(r, k0, kw, col, kb, add(f'tc{g} // 2', f'wt{g}'))}")
                         s(f"{', '.join(c)} = {mma}({', '.join(av)}, b0{g}, b1{g}, {', '.join(c)})")
                 if not persist:
                     self._mma_epilogue(s, op, c, epilogue, tail_acc, out_t, row_guard)
@@ -263,6 +271,8 @@ class StagedMmaEmitter:
             s(f"ar{g}_{ri} = {block_tile(NT, blk, 0, ri)} * 16 + wg{g}")
         for ci in range(C):
             s(f"bc{g}_{ci} = {block_tile(NT, blk, 1, ci)} * 8 + wg{g}")
+            if self.bufname(b) in self.async_pitch:   # its lane's word column in a B tile kept as loaded
+                s(f"bw{g}_{ci} = {block_tile(NT, blk, 1, ci)} * 4 + wt{g}")
         cs = acc if persist else [[f"c{j}_{r}{g}" for r in range(4)] for j in range(R * C)]
         if not persist:
             for c in cs:
@@ -278,9 +288,10 @@ class StagedMmaEmitter:
         rolled = steps > U
         with s.block(f"for kq in range({steps // U}):") if rolled else nullcontext():
             for u in range(U):
-                k0 = add(mul("kq", 16 * U) if rolled else "0", str(16 * u), mul(f"wt{g}", 2))
+                kb = add(mul("kq", 16 * U) if rolled else "0", str(16 * u))
+                k0 = add(kb, mul(f"wt{g}", 2))
                 kw = add(mul("kq", 8 * U) if rolled else "0", str(8 * u), f"wt{g}")
-                self._mma_kstep(s, g, mma, blk, cs, k0, kw, a_frag, b_frag)
+                self._mma_kstep(s, g, mma, blk, cs, k0, kw, a_frag, b_frag, kb)
         if persist:
             return
         for j in range(R * C):
@@ -289,7 +300,7 @@ class StagedMmaEmitter:
 
     @staticmethod
     def _mma_kstep(s: Src, g: int, mma: str, blk: tuple[int, int], cs: list[list[str]], k0: str, kw: str,
-                   a_frag, b_frag) -> None:
+                   a_frag, b_frag, kb: str = "") -> None:
         """One k-step of a register-blocked loop (op ``g``, intrinsic ``mma``): R A fragments, C B fragments,
         their R x C mma."""
         R, C = blk
@@ -298,7 +309,7 @@ class StagedMmaEmitter:
                 s(f"a{ri}_{r}{g} = {a_frag(r, k0, kw, f'ar{g}_{ri}')}")
         for ci in range(C):
             for r in range(2):
-                s(f"b{ci}_{r}{g} = {b_frag(r, k0, kw, f'bc{g}_{ci}')}")
+                s(f"b{ci}_{r}{g} = {b_frag(r, k0, kw, f'bc{g}_{ci}', kb, f'bw{g}_{ci}')}")
         for j in range(R * C):
             ri, ci = divmod(j, C)
             av = ", ".join(f"a{ri}_{r}{g}" for r in range(4))

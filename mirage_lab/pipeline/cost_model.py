@@ -179,9 +179,23 @@ def _exposed_latency(bg, streams, options: CodegenOptions, T: int) -> dict:
         if i in streamed or lop.attrs["forloop_dim"] < 0:
             continue
         t = lop.outputs[0]
+        if _async_tile(bg, t, options, T):   # cp.async ring: async_stages - 1 iterations in flight
+            out["async"] = options.async_stages
+            continue
         words = -(-t.numel() * t.dtype.itemsize // 4 // T)
         out["piped" if words <= PREFETCH_WORDS else "staged"] = 1
     return out
+
+
+def _async_tile(bg, t, options: CodegenOptions, T: int) -> bool:
+    """Whether the generator copies staged tile ``t`` by ``cp.async`` (``LoaderEmitter.async_tiles``, roughly:
+    a 16-bit tile read only by tensor-core staged matmuls; whether the ring fits is the variant list's to check)."""
+    from ..codegen.plan import staged_mma_fits
+
+    if not options.async_stages or not options.mma or options.pipeline_depth > 1 or t.dtype.itemsize != 2:
+        return False
+    readers = [op for op in bg.ops if any(x is t for x in op.inputs)]
+    return bool(readers) and all(op.op_type == "matmul" and staged_mma_fits(op, T, options) for op in readers)
 
 
 def _kernel(bg, options: CodegenOptions) -> _Kernel:
@@ -228,7 +242,10 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
         if op.op_type in ("input", "output"):
             if op.op_type == "input" and op.outputs[0].guid not in streamed_tiles:
                 t = op.outputs[0]
-                smem += t.numel() * (2 if t.guid in raw_a else 4)
+                if op.attrs["forloop_dim"] >= 0 and _async_tile(bg, t, options, T):
+                    smem += t.numel() * 2 * options.async_stages   # the ring's stages, 16-bit
+                else:
+                    smem += t.numel() * (2 if t.guid in raw_a else 4)
                 instr[False] += ceil(t.numel() / (T * 4))   # vector loads staged into shared memory
             continue
         out = op.outputs[0]
@@ -333,6 +350,8 @@ def _time(k: _Kernel, hw: Hardware) -> tuple[float, float, float, float, int, fl
     # iterations, H100: 48 against 50 µs; two ahead: 35): count the iterations past the first
     waits = [1.0 / (1 + hw.prefetch_gain * max(0, k.exposed["stream"] - 1))] if "stream" in k.exposed else []
     waits += [hw.piped_exposed] if "piped" in k.exposed else []
+    # a cp.async ring keeps async_stages - 1 iterations in flight, as a stream's register sets do
+    waits += [hw.piped_exposed / (1 + hw.prefetch_gain * (k.exposed["async"] - 2))] if "async" in k.exposed else []
     waits += [1.0] if "staged" in k.exposed else []
     # shared-memory steps on buffers in global scratch wait on L2 instead
     slow = spilled * hw.spill_us + k.scratch_share * hw.scratch_us

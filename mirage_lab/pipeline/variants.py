@@ -93,8 +93,12 @@ def _uses_mma(g: KernelGraph, options: CodegenOptions) -> bool:
 
 def _source_key(g: KernelGraph, options: CodegenOptions) -> tuple[str, GeneratedModule]:
     gen = generate_module(g, options=options)
+    return _key_of(gen), gen
+
+
+def _key_of(gen: GeneratedModule) -> str:
     body = "".join(gen.kernel_sources.values())  # the header names the options; the kernels are what differ
-    return hashlib.sha1(body.encode()).hexdigest(), gen
+    return hashlib.sha1(body.encode()).hexdigest()
 
 
 def device_smem_kb() -> int:
@@ -130,6 +134,32 @@ def _smem_variant(options: CodegenOptions, gen: GeneratedModule, limit_kb: int) 
         return None
     need = max(4 * (k.pool_floats + k.scratch_floats_per_block) for k in spill) * 1.1 / 1024 + 2
     return replace(options, smem_kb=int(min(limit_kb, max(STATIC_SMEM_KB + 8, -(-need // 8) * 8))))
+
+
+# rings of cp.async stages tried for lowerings whose staged tensor-core tiles qualify (codegen.plan.CodegenOptions)
+ASYNC_STAGES = (2, 3, 4)
+
+
+def _async_variants(g: KernelGraph, options: CodegenOptions, smem_kb: int) -> list[tuple[CodegenOptions, str]]:
+    """``options`` with its staged tensor-core tiles copied by ``cp.async`` into rings of ``ASYNC_STAGES`` stages, in
+    the dynamic shared memory the device allows: ``(options, source key)`` for each ring that fits (the generated
+    kernels copy), from the plain tensor-core options only (the register-prefetch ones change the streams, which a
+    ring leaves alone).
+    """
+    if (not options.mma or options.pipeline_words or options.pipeline_depth > 1 or options.mma_b16
+            or options.async_stages or options.smem_kb != STATIC_SMEM_KB or smem_kb <= STATIC_SMEM_KB):
+        return []
+    out = []
+    for S in ASYNC_STAGES:
+        o = replace(options, async_stages=S, smem_kb=smem_kb)
+        try:
+            gen = generate_module(g, options=o)
+        except MirageLabError:
+            break
+        if not any("cp16(sm" in src for src in gen.kernel_sources.values()):
+            break   # no tile qualifies, or this ring (and so every longer one) does not fit
+        out.append((o, _key_of(gen)))
+    return out
 
 
 def lowering_variants(graph: KernelGraph, *, candidate: int = 0, threads: Sequence[int] = THREADS,
@@ -187,6 +217,10 @@ def _lowering_variants(graph: KernelGraph, threads: Sequence[int], option_sets: 
                 continue
             seen.add(key)
             out.append((g, o, t, key))
+            for o3, key3 in _async_variants(g, o, smem_kb):
+                if key3 not in seen:
+                    seen.add(key3)
+                    out.append((g, o3, t, key3))
             o2 = _smem_variant(o, gen, smem_kb)
             if o2 is not None:
                 try:

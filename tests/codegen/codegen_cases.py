@@ -193,6 +193,16 @@ MV_STREAMS = {"rms_norm_linear": 1, "rms_norm_linear_m16": 1, "rms_norm_linear_b
               "rms_norm_linear_mv_2warps": 1, "rms_norm_linear_mv_m16_bf16": 1, "gated_mlp_mv": 2}
 
 
+# CodegenOptions(mma=True, async_stages=3, smem_kb=227): the staged tensor-core tiles copied by (simulated)
+# cp.async into a ring of 3 stages. Attention (K and V as B tiles read through movt, 20 query rows padded),
+# the rolled 2 x 4 blocks, and 6 iterations of a 32-row gated MLP: the ring is refilled in the loop and
+# wraps around twice (a stage off by one reads another iteration's tile).
+ASYNC_CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [
+    c for c in CASES if c[0] in ("gqa_prefill_mma_padded_blocked", "gated_mlp_m64_rolled")] + [
+    ("gated_mlp_m32_ring", lambda: gated_mlp_fused(32, 384, 64, grid=2, forloop_range=6), randn_inputs(0.5)),
+]
+
+
 # CodegenOptions(smem_kb=227): pools past numba's static 48 KB become dynamic shared memory instead of
 # moving buffers to global scratch. The f32 spill (192 KB of buffers), an RMSNorm+Linear block holding
 # all of X (its tensor-core A fragments, int32, follow the floats in the one dynamic area), and a

@@ -50,3 +50,10 @@ def sim_results_smem(tmp_path_factory) -> dict:
     return run_python(HERE / "sim_runner.py", tmp_path_factory.mktemp("sim_smem"), args=["--mma", "--smem=227"],
                       simulator=True, timeout=900, cwd=ROOT)
 
+
+
+@pytest.fixture(scope="session")
+def sim_results_async(tmp_path_factory) -> dict:
+    """ASYNC_CASES with ``CodegenOptions(mma=True, async_stages=3, smem_kb=227)``: a cp.async ring of 3 stages."""
+    return run_python(HERE / "sim_runner.py", tmp_path_factory.mktemp("sim_async"),
+                      args=["--mma", "--async=3", "--smem=227"], simulator=True, timeout=900, cwd=ROOT)

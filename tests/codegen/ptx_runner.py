@@ -21,7 +21,9 @@ if _tc is not None:
     os.environ.setdefault("CUDA_HOME", _tc[0])  # numba finds libNVVM through it
 
 import mirage_lab as mi  # noqa: E402
-from codegen_cases import CASES  # noqa: E402
+from codegen_cases import ASYNC_CASES, CASES  # noqa: E402
+from mirage_lab.examples import gated_mlp_fused  # noqa: E402
+from mirage_lab.pipeline import with_block_dim  # noqa: E402
 from mirage_lab.codegen import CodegenOptions  # noqa: E402
 
 
@@ -35,12 +37,19 @@ def full_size_cases():
 
 def main() -> None:
     mma = "--mma" in sys.argv[1:]  # tensor-core streamed matmuls (inline-PTX mma.sync)
-    options = CodegenOptions(mma=mma)
+    # --async=S: cp.async rings of S stages (inline-PTX cp.async, commit, wait), on ASYNC_CASES
+    stages = next((int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--async=")), 0)
+    options = CodegenOptions(mma=mma, async_stages=stages, smem_kb=227 if stages else 48)
     res = {}
-    for name, build, _ in CASES + (full_size_cases() if mma else []):
+    cases = ASYNC_CASES + [("gated_mlp_m32_full", lambda: with_block_dim(
+        gated_mlp_fused(32, 3072, 8192, grid=128, forloop_range=16), 256), None)] if stages else \
+        CASES + (full_size_cases() if mma else [])
+    for name, build, _ in cases:
         try:
             k = mi.runtime.compile(build(), options=options)
             res[name] = ptx_report(k.module, k.kernels)
+            for row, src in zip(res[name], k.generated.kernel_sources.values()):
+                row["cp16"] = src.count("cp16(sm")
         except Exception:
             res[name] = {"error": traceback.format_exc()[-3000:]}
     print("RESULTS " + json.dumps(res))

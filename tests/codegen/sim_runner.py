@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import traceback
 import zlib
@@ -18,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 import mirage_lab as mi  # noqa: E402
-from codegen_cases import CASES, MV_CASES, SMEM_CASES  # noqa: E402
+from codegen_cases import ASYNC_CASES, CASES, MV_CASES, SMEM_CASES  # noqa: E402
 from mirage_lab.codegen import CodegenOptions  # noqa: E402
 from mirage_lab.runtime.profile import relative_error as rel  # noqa: E402
 
@@ -33,11 +34,13 @@ def main() -> None:
     mv = "--mv" in args
     # --smem=KB: the shared-memory pool (dynamic past 48 KB), on the cases of SMEM_CASES
     smem = next((int(a.split("=", 1)[1]) for a in args if a.startswith("--smem=")), None)
+    # --async=S: staged tensor-core tiles copied by (simulated) cp.async into a ring of S stages, on ASYNC_CASES
+    stages = next((int(a.split("=", 1)[1]) for a in args if a.startswith("--async=")), 0)
     options = CodegenOptions(mma="--mma" in args, pipeline_words=words, pipeline_depth=depth, mma_b16=mv,
-                             smem_kb=smem or 48)
+                             smem_kb=smem or 48, async_stages=stages)
     names = {a for a in args if not a.startswith("--")}
     res = {}
-    for name, build, make in SMEM_CASES if smem else MV_CASES if mv else CASES:
+    for name, build, make in ASYNC_CASES if stages else SMEM_CASES if smem else MV_CASES if mv else CASES:
         if names and name not in names:
             continue
         g = build()
@@ -53,6 +56,8 @@ def main() -> None:
                      "mv_streams": sum(src.count("transposed into fragments by movmatrix")
                                        for src in k.generated.kernel_sources.values()),
                      "movt": sum(src.count("movt(") for src in k.generated.kernel_sources.values()),
+                     "async_tiles": sum(len(set(re.findall(r"cp\.async (\w+) \[", src)))
+                                        for src in k.generated.kernel_sources.values()),
                      "shapes_ok": all(tuple(o.shape) == tuple(r.shape) for o, r in zip(outs, refs)),
                      "dyn_smem": [i.dyn_smem_bytes for i in k.generated.kernels],
                      "scratch": [i.scratch_floats_per_block for i in k.generated.kernels],

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from codegen_cases import CASES, MV_CASES, MV_STREAMS, SMEM_CASES
+from codegen_cases import ASYNC_CASES, CASES, MV_CASES, MV_STREAMS, SMEM_CASES
 
 TOL = {"torch.float16": 2e-3, "torch.float32": 2e-3, "torch.bfloat16": 1e-2}  # bf16 rounding alone is ~2e-3
 
@@ -122,3 +122,21 @@ def test_dynamic_shared_memory_kernel_matches_reference(sim_results_smem: dict, 
         assert not math.isnan(err), f"{name}: NaN in the output (an element was never written, or overflow)"
         assert err < TOL[dt], f"{name}: relative error {err:.3g} >= {TOL[dt]} ({dt})"
 
+
+
+# tiles each ASYNC_CASES kernel copies by cp.async: K and V of attention (Q is loop-invariant); X, W1 and W2
+ASYNC_TILES = {"gqa_prefill_mma_padded_blocked": 2, "gated_mlp_m64_rolled": 3, "gated_mlp_m32_ring": 3}
+
+
+@pytest.mark.parametrize("name", [c[0] for c in ASYNC_CASES])
+def test_async_ring_kernel_matches_reference(sim_results_async: dict, name: str) -> None:
+    """``async_stages=3``: staged tensor-core tiles copied into a ring of 3 shared-memory stages, 2 iterations
+    ahead; A fragments read as loaded, B fragments transposed by (emulated) movmatrix. Each iteration must read
+    its own stage: with 6 iterations the ring wraps twice, and a stage off by one fails by ~90 %."""
+    r = sim_results_async[name]
+    assert "error" not in r, r.get("error")
+    assert r["shapes_ok"]
+    assert r["async_tiles"] == ASYNC_TILES[name] and r["movt"] > 0
+    for err, dt in zip(r["rel"], r["dtypes"]):
+        assert not math.isnan(err), f"{name}: NaN in the output (an element was never written, or overflow)"
+        assert err < TOL[dt], f"{name}: relative error {err:.3g} >= {TOL[dt]} ({dt})"

@@ -1,0 +1,74 @@
+"""A/B on the GPU: staged tensor-core tiles copied by ``cp.async`` into a ring of stages, against register staging.
+
+With register staging a block loads the next iteration's tiles into registers while it computes this one,
+then stores them to shared memory: one iteration of its weights in flight, registers held for them, and a
+store phase between the loads and the next compute (ncu: Phi-3-mini's SwiGLU latency-bound at 63 % of
+DRAM, 2026-11-29 (d)). ``CodegenOptions(async_stages=S)`` copies those tiles global -> shared with
+``cp.async`` into S stages, S - 1 iterations ahead. This probe lowers the fastest variants a tuner dump
+measured (``suite_bench.py --dump``) with ``async_stages`` 0 (as tuned) and each S given, checks each against
+float64 and times them in one process (CUDA events, inputs rotated past L2, plain calls and CUDA-graph
+replays), beside the dump's own measurement of the variant.
+
+    python benchmarks/probes/async_copy_probe.py --dumps d1.json,d2.json --top 3 --stages 2,3,4
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks" / "probes"))
+
+from codegen_ab_probe import measure  # noqa: E402
+from mma_blocking_probe import fastest  # noqa: E402
+from mirage_lab.codegen import generate_module  # noqa: E402
+from mirage_lab.codegen.plan import MAX_SMEM_KB  # noqa: E402
+from mirage_lab.ir.serialize import from_dict  # noqa: E402
+from mirage_lab.pipeline import with_block_dim  # noqa: E402
+from rank_quality import options_from_tag  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dumps", required=True, help="suite_bench --dump files (comma-separated)")
+    ap.add_argument("--top", type=int, default=3, help="fastest measured variants per dump")
+    ap.add_argument("--stages", default="2,3,4", help="async_stages to try beside the tuned lowering")
+    a = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp())
+    print(torch.cuda.get_device_name(), flush=True)
+    print("| program | cand | threads | options | dump µs | stages | rel err | call µs | graph µs |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for path in a.dumps.split(","):
+        d = json.loads(Path(path).read_text())
+        name = Path(path).stem
+        for r in fastest(d, a.top):
+            g = with_block_dim(from_dict(d["tuned"][str(r["candidate"])]), r["threads"])
+            opts = options_from_tag(r["options"])
+            row = f"| {name} | {r['candidate']} | {r['threads']} | {r['options']} | {r['median_us']:.1f} |"
+            base = generate_module(g, options=opts).source
+            for S in [0] + [int(x) for x in a.stages.split(",")]:
+                text = base if not S else generate_module(
+                    g, options=replace(opts, async_stages=S, smem_kb=MAX_SMEM_KB)).source
+                if S and "cp16(sm" not in text:
+                    print(f"{row} {S} | no tile qualifies (or the ring does not fit) | | |", flush=True)
+                    continue
+                tag = f"{name}_{r['candidate']}_{r['threads']}_{r['options'].replace('-', '_')}_cp{S}"
+                try:
+                    err, dev, gdev = measure(tag, text, g, tmp)
+                except Exception as e:  # noqa: BLE001 - e.g. a launch past the SM's shared memory
+                    print(f"{row} {S} | {type(e).__name__}: {str(e)[:80]} | | |", flush=True)
+                    continue
+                print(f"{row} {S} | {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
