@@ -5,7 +5,8 @@ then stores them to shared memory: one iteration of its weights in flight, regis
 store phase between the loads and the next compute (ncu: Phi-3-mini's SwiGLU latency-bound at 63 % of
 DRAM, 2026-11-29 (d)). ``CodegenOptions(async_stages=S)`` copies those tiles global -> shared with
 ``cp.async`` into S stages, S - 1 iterations ahead. This probe lowers the fastest variants a tuner dump
-measured (``suite_bench.py --dump``) with ``async_stages`` 0 (as tuned) and each S given, checks each against
+measured (``suite_bench.py --dump``) with ``async_stages`` 0 (as tuned) and each S given (every qualifying tile,
+and the A tiles only: ``LoaderEmitter.async_b_tiles`` off, B staged as before), checks each against
 float64 and times them in one process (CUDA events, inputs rotated past L2, plain calls and CUDA-graph
 replays), beside the dump's own measurement of the variant.
 
@@ -30,6 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "probes"))
 from codegen_ab_probe import measure  # noqa: E402
 from mma_blocking_probe import fastest  # noqa: E402
 from mirage_lab.codegen import generate_module  # noqa: E402
+from mirage_lab.codegen.loaders import LoaderEmitter  # noqa: E402
 from mirage_lab.codegen.plan import MAX_SMEM_KB  # noqa: E402
 from mirage_lab.ir.serialize import from_dict  # noqa: E402
 from mirage_lab.pipeline import with_block_dim  # noqa: E402
@@ -54,19 +56,25 @@ def main() -> int:
             opts = options_from_tag(r["options"])
             row = f"| {name} | {r['candidate']} | {r['threads']} | {r['options']} | {r['median_us']:.1f} |"
             base = generate_module(g, options=opts).source
-            for S in [0] + [int(x) for x in a.stages.split(",")]:
-                text = base if not S else generate_module(
-                    g, options=replace(opts, async_stages=S, smem_kb=MAX_SMEM_KB)).source
-                if S and "cp16(sm" not in text:
-                    print(f"{row} {S} | no tile qualifies (or the ring does not fit) | | |", flush=True)
+            for S, b_too in [(0, True)] + [(int(x), b) for x in a.stages.split(",") for b in (True, False)]:
+                LoaderEmitter.async_b_tiles = b_too
+                try:
+                    gen = base if not S else generate_module(
+                        g, options=replace(opts, async_stages=S, smem_kb=MAX_SMEM_KB))
+                finally:
+                    LoaderEmitter.async_b_tiles = True
+                text = gen if not S else gen.source
+                label = f"{S}{'' if b_too or not S else ' (A only)'}"
+                if S and not any("cp16(sm" in k for k in gen.kernel_sources.values()):
+                    print(f"{row} {label} | no tile qualifies (or the ring does not fit) | | |", flush=True)
                     continue
-                tag = f"{name}_{r['candidate']}_{r['threads']}_{r['options'].replace('-', '_')}_cp{S}"
+                tag = f"{name}_{r['candidate']}_{r['threads']}_{r['options'].replace('-', '_')}_cp{S}{'' if b_too else 'a'}"
                 try:
                     err, dev, gdev = measure(tag, text, g, tmp)
                 except Exception as e:  # noqa: BLE001 - e.g. a launch past the SM's shared memory
-                    print(f"{row} {S} | {type(e).__name__}: {str(e)[:80]} | | |", flush=True)
+                    print(f"{row} {label} | {type(e).__name__}: {str(e)[:80]} | | |", flush=True)
                     continue
-                print(f"{row} {S} | {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
+                print(f"{row} {label} | {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
     return 0
 
 

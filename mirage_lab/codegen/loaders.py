@@ -13,6 +13,8 @@ from .source import Src, add, dot, mul, prod, row_strides, unravel
 class LoaderEmitter:
     """Tile bases, vector loads and their decoding, staged tiles (prefetched or looped)."""
 
+    async_b_tiles = True   # B tiles join a cp.async ring too (off: A tiles only; probes/async_copy_probe.py's A/B)
+
     # ------------------------------------------------------------------ loaders
     def loader_unit(self, ld: Loader) -> int:
         return ld.epw if ld.view == "int32" else 1
@@ -127,7 +129,8 @@ class LoaderEmitter:
             readers = self.consumers(t)
             if name in self.raw_a_pitch:
                 out[name] = self.raw_a_pitch[name]
-            elif readers and all(self.is_staged_mma(c) and c.inputs[1] is t and c.inputs[0] is not t for c in readers):
+            elif self.async_b_tiles and readers and all(self.is_staged_mma(c) and c.inputs[1] is t
+                                                        and c.inputs[0] is not t for c in readers):
                 out[name] = tile[-1] // 2 + (4 - tile[-1] // 2) % 8
         return out
 

@@ -136,8 +136,11 @@ def _smem_variant(options: CodegenOptions, gen: GeneratedModule, limit_kb: int) 
     return replace(options, smem_kb=int(min(limit_kb, max(STATIC_SMEM_KB + 8, -(-need // 8) * 8))))
 
 
-# rings of cp.async stages tried for lowerings whose staged tensor-core tiles qualify (codegen.plan.CodegenOptions)
-ASYNC_STAGES = (2, 3, 4)
+# rings of cp.async stages tried for lowerings whose staged tensor-core tiles qualify (codegen.plan.CodegenOptions):
+# none by default. Measured on the H200 (benchmarks/RESULTS.md "2026-11-29 (e)"), every ring was slower than the
+# register staging it replaces (Phi-3-mini's SwiGLU 32.9 -> 41.3 µs with 2 stages, 52.6 with 3; Qwen-2.5 0.5B's
+# 22.8 -> 30.5), and in the tuner they took the budget (13 of 120 variants timed). Set e.g. (2, 3) to race them.
+ASYNC_STAGES: tuple[int, ...] = ()
 
 
 def _async_variants(g: KernelGraph, options: CodegenOptions, smem_kb: int) -> list[tuple[CodegenOptions, str]]:

@@ -72,3 +72,29 @@ def test_an_attention_block_of_71_query_rows_is_estimated_on_tensor_cores():
                                                  q_blocks=1, forloop_range=16), 256)
     mma, fma = estimate(g, CodegenOptions(mma=True)).us, estimate(g, CodegenOptions()).us
     assert mma < 0.5 * fma, (mma, fma)
+
+
+def test_cp_async_rings_are_raced_only_when_asked_for_and_only_where_a_tile_qualifies(monkeypatch):
+    import pytest
+
+    from mirage_lab.codegen import CodegenOptions, generate_module
+
+    monkeypatch.delenv("MIRAGE_LAB_SMEM_KB", raising=False)
+    g = ex.gated_mlp_fused(32, 384, 64, grid=2, forloop_range=6)   # X, W1, W2 16-bit tiles of tensor-core matmuls
+    vmod._MEMO.clear()
+    assert not [v for v in vmod.lowering_variants(g, candidate=0) if v.options.async_stages]   # off by default
+    monkeypatch.setattr(vmod, "ASYNC_STAGES", (2, 3, 4))
+    vmod._MEMO.clear()
+    rings = [v for v in vmod.lowering_variants(g, candidate=0) if v.options.async_stages]
+    assert {v.options.async_stages for v in rings} == {2, 3, 4} and {v.threads for v in rings} == {128, 256, 512}
+    for v in rings:
+        src = "".join(generate_module(v.graph, options=v.options).kernel_sources.values())
+        assert "cp16(sm" in src and f"cp_wait{v.options.async_stages - 2}()" in src
+        assert f"-cp{v.options.async_stages}-mma" in v.tag and v.options.mma
+    # a μGraph whose matmul streams W through registers (no staged tensor-core matmul) gets no ring
+    vmod._MEMO.clear()
+    assert not [v for v in vmod.lowering_variants(ex.rms_norm_linear_fused(grid=128), candidate=0)
+                if v.options.async_stages]
+    with pytest.raises(ValueError, match="async_stages must be 0"):
+        CodegenOptions(mma=True, async_stages=5)
+    vmod._MEMO.clear()
