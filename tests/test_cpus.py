@@ -47,3 +47,40 @@ if __name__ == "__main__":
 """, tmp_path, timeout=120)
     before, worker, after = out
     assert worker == [1] and after == before and before   # numpy has a BLAS; only the worker is limited
+
+
+def test_a_search_worker_runs_torch_on_one_thread_and_the_caller_keeps_its_threads(tmp_path):
+    # a worker confirms each hit in float64 with torch, whose CPU ops start an OpenMP thread per core:
+    # on the 16-core H200 host 8 workers ran 49 threads each there and Qwen-2.5 0.5B's SwiGLU search
+    # visited 130 states in 17 s. The float check itself runs on one thread wherever it is called.
+    out = run_python("""
+import json, multiprocessing as mp, os
+import torch
+from concurrent.futures import ProcessPoolExecutor
+from mirage_lab.search import executors
+
+def torch_threads():
+    return [torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")]
+
+def float_check_threads():
+    import mirage_lab as mi
+    from mirage_lab.verify import float_check
+    seen = []
+    real = float_check._close
+    float_check._close = lambda a, b, rtol: seen.append(torch.get_num_threads()) or real(a, b, rtol)
+    g = mi.new_kernel_graph(); x = g.new_input((4, 8)); g.mark_output(g.exp(x))
+    h = mi.new_kernel_graph(); y = h.new_input((4, 8)); h.mark_output(h.exp(y))
+    res = float_check.float_equivalent(g, h, seed=1)
+    return [bool(res.equal), sorted(set(seen)), torch.get_num_threads()]
+
+if __name__ == "__main__":
+    torch.set_num_threads(2)
+    before = torch_threads()
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("fork"), initializer=executors._pool_worker_init,
+                             initargs=(os.getpid(), None)) as ex:
+        worker = ex.submit(torch_threads).result()
+    print("RESULTS " + json.dumps([before, worker, torch_threads(), float_check_threads()]))
+""", tmp_path, timeout=120)
+    before, worker, after, check = out
+    assert worker == [1, "1"] and after == before and before[0] == 2
+    assert check == [True, [1], 2]   # compared on one thread; the caller's setting restored

@@ -161,8 +161,15 @@ def float_equivalent(g1: KernelGraph, g2: KernelGraph, seed: int, *,
     if len(g2.outputs) != n:
         return FloatCheck(False, reason=f"output count {n} vs {len(g2.outputs)}")
     with _one_thread():
-        o1 = _outputs(g1, seed, cache=True)
-        o2 = _outputs(g2, seed, cache=False)
+        return _float_equivalent(g1, g2, seed, permutations, rtol, n)
+
+
+def _float_equivalent(g1: KernelGraph, g2: KernelGraph, seed: int, permutations: Sequence[tuple[int, ...]] | None,
+                      rtol: float, n: int) -> FloatCheck:
+    """:func:`float_equivalent` on one torch thread: the outputs and their comparisons (at a full shape those
+    are large tensors, which torch splits over a thread per core in every search worker)."""
+    o1 = _outputs(g1, seed, cache=True)
+    o2 = _outputs(g2, seed, cache=False)
     eq: dict[tuple[int, int], tuple[bool, bool]] = {}
 
     def pair(i: int, j: int) -> tuple[bool, bool]:
