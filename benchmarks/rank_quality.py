@@ -89,15 +89,15 @@ def options_from_tag(tag: str) -> CodegenOptions:
         ...                                                                   mma=True, mma_b16=True)
         True
     """
-    m = re.fullmatch(r"pw(\d+)(?:x(\d+))?-reg(\w+)-acc(\d+)(?:-ph(\d+))?(?:-smem(\d+))?(?:-cp(\d))?(-mma)?(-mv)?", tag)
+    m = re.fullmatch(r"pw(\d+)(?:x(\d+))?-reg(\w+)-acc(\d+)(?:-ph(\d+))?(?:-smem(\d+))?(?:-cp(\d))?(-ldsm)?(-mma)?(-mv)?", tag)
     if m is None:
         raise MirageLabError(f"options tag {tag!r} is not one CodegenOptions.tag() writes, "
                              "e.g. 'pw64x2-regNone-acc128-mma'")
-    pw, depth, reg, acc, ph, smem, cp, mma, mv = m.groups()
+    pw, depth, reg, acc, ph, smem, cp, ldsm, mma, mv = m.groups()
     return CodegenOptions(pipeline_words=int(pw), pipeline_depth=int(depth or 1),
                           max_registers=None if reg == "None" else int(reg), max_stream_acc=int(acc),
                           phase_words=int(ph or 32), mma=bool(mma), mma_b16=bool(mv), smem_kb=int(smem or 48),
-                          async_stages=int(cp or 0))
+                          async_stages=int(cp or 0), ldmatrix=bool(ldsm))
 
 
 @dataclass

@@ -144,13 +144,19 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         self.async_pitch: dict[str, int] = self.async_tiles() if pad else {}
         for name in self.async_pitch:
             self.pair_pitch.pop(name, None)
+        # with ldmatrix fragments (options.ldmatrix), B tiles kept as loaded too, read by ldmatrix.trans
+        # instead of k-pair words (:meth:`LoaderEmitter.raw_b_tiles`)
+        self.raw_b_pitch: dict[str, int] = self.raw_b_tiles() if pad and options.ldmatrix and options.mma else {}
+        for name in self.raw_b_pitch:
+            self.pair_pitch.pop(name, None)
         self.pitch: dict[str, tuple[int, int]] = {}   # buffer name -> (cols, pitch)
         for op in bg.ops if pad else ():
             if self.is_staged_mma(op):
                 for t in op.inputs:
                     cols = t.dims[-1]
                     if (cols % 4 == 0 and t.numel() > cols and self.bufname(t) not in self.pair_pitch
-                            and self.bufname(t) not in self.raw_a_pitch and self.bufname(t) not in self.async_pitch):
+                            and self.bufname(t) not in self.raw_a_pitch and self.bufname(t) not in self.async_pitch
+                            and self.bufname(t) not in self.raw_b_pitch):
                         self.pitch[self.bufname(t)] = (cols, cols + (4 - cols) % 8)
         # sum/mean/rms accumulators of a staged loader tile's rows, summed from the load registers
         self.fused_acc: dict[int, list["TBOp"]] = {}
@@ -273,7 +279,7 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         self._red_inits: list[str] = []
         # every buffer placed before any text is written: the stages write sm[...] / scr[...] directly
         pool, scratch = self.plan_buffers()
-        if scratch and (self.pitch or self.pair_pitch or self.raw_a_pitch or self.async_pitch):
+        if scratch and (self.pitch or self.pair_pitch or self.raw_a_pitch or self.async_pitch or self.raw_b_pitch):
             raise _PaddingOverflow  # the padded tiles (or a cp.async ring) pushed a buffer out of shared memory
         # past numba's static 48 KB (options.smem_kb allows it): dynamic shared memory, opted in at launch
         dyn_bytes = 4 * (pool + p.int_words) if 4 * (pool + p.int_words) > STATIC_SMEM_KB * 1024 else 0

@@ -40,8 +40,8 @@ class BufferPlanner:
             return self.p.buf(name, self.options.async_stages * self.async_words(name), region)
         if name in self.pair_pitch:  # k-pairs: a row of words per two rows of the tile
             return self.p.buf(name, t.numel() // (2 * t.dims[-1]) * self.pair_pitch[name], region)
-        if name in self.raw_a_pitch:  # the loaded words: a row of words per row of the tile
-            return self.p.buf(name, t.numel() // t.dims[-1] * self.raw_a_pitch[name], region)
+        if name in self.raw_a_pitch or name in self.raw_b_pitch:  # the loaded words: a row of words per row of the tile
+            return self.p.buf(name, t.numel() // t.dims[-1] * self.raw_pitch(name), region)
         cols, pitch = self.pitch.get(name, (1, 1))
         return self.p.buf(name, t.numel() // cols * pitch, region)
 

@@ -172,8 +172,28 @@ class LoaderEmitter:
     def paired(self, ld: Loader) -> bool:
         return self.bufname(ld.out) in self.pair_pitch
 
+    def raw_b_tiles(self) -> dict[str, int]:
+        """Staged 16-bit tiles read only as the B operand of tensor-core staged matmuls, kept as loaded for
+        ``ldmatrix.trans`` fragments (``CodegenOptions.ldmatrix``): buffer name -> row pitch in words, 4 mod 8
+        (16-byte rows, and a matrix's 8 rows hit 32 banks). Tiles of a cp.async ring are kept so already."""
+        out: dict[str, int] = {}
+        for ld in self.p.loaders:
+            t, tile = ld.out, ld.tile
+            name = self.bufname(t)
+            if not word_tile(ld) or name in self.async_pitch or tile[-1] % 8:
+                continue
+            readers = self.consumers(t)
+            if readers and all(self.is_staged_mma(c) and c.inputs[1] is t and c.inputs[0] is not t for c in readers):
+                out[name] = tile[-1] // 2 + (4 - tile[-1] // 2) % 8
+        return out
+
+    def raw_pitch(self, name: str) -> int:
+        """Row pitch in words of a tile kept as its loaded words (A, or B for ldmatrix)."""
+        return self.raw_a_pitch.get(name) or self.raw_b_pitch[name]
+
     def raw_a(self, ld: Loader) -> bool:
-        return self.bufname(ld.out) in self.raw_a_pitch
+        """The tile is kept as its loaded words (an A tile, or a B tile for ldmatrix)."""
+        return self.bufname(ld.out) in self.raw_a_pitch or self.bufname(ld.out) in self.raw_b_pitch
 
     def store_raw(self, s: Src, ld: Loader, v: str, reg: str) -> None:
         """Store vector ``v``'s loaded words as they are (row ``v // nvr``, its ``vw / 2`` words)."""
@@ -181,7 +201,7 @@ class LoaderEmitter:
         nw = ld.vw // 2
         words = [f"u2f({reg}[{q}])" for q in range(nw)] if nw > 1 else [f"u2f({reg})"]
         p, c = self.pair_vector(ld, v)
-        base = add(mul(p, self.raw_a_pitch[buf.name]), mul(c, nw))
+        base = add(mul(p, self.raw_pitch(buf.name)), mul(c, nw))
         if nw == 1:
             s(f"{buf.ref(base)} = {words[0]}")
             return

@@ -71,7 +71,10 @@ class CodegenOptions:
     (``pipeline.variants._smem_variant``). ``async_stages``: 16-bit tiles that only tensor-core staged
     matmuls read are copied global -> shared by ``cp.async`` (sm_80+) into a ring of that many
     shared-memory stages, ``async_stages - 1`` iterations ahead, with no registers held and no store
-    phase (0: the register-prefetched staging). It only matters with ``mma``.
+    phase (0: the register-prefetched staging). It only matters with ``mma``. ``ldmatrix``: register-blocked
+    tensor-core loops read their fragments with ``ldmatrix``: a warp's 4 A registers of a tile kept as loaded in
+    one ``ldmatrix.x4``, and B tiles kept as loaded (k-major, not k-pair words) with two column tiles' registers in
+    one ``ldmatrix.x4.trans`` (sm_75+); not yet measured on a GPU, so the tuner does not race it.
 
     >>> CodegenOptions(pipeline_words=32).tag()
     'pw32-regNone-acc128'
@@ -85,6 +88,8 @@ class CodegenOptions:
     'pw0-regNone-acc128-smem200-mma'
     >>> CodegenOptions(mma=True, smem_kb=200, async_stages=3).tag()
     'pw0-regNone-acc128-smem200-cp3-mma'
+    >>> CodegenOptions(mma=True, ldmatrix=True).tag()
+    'pw0-regNone-acc128-ldsm-mma'
     """
 
     pipeline_words: int = 0      # measured on an H100: no gain, more registers (benchmarks/RESULTS.md)
@@ -96,6 +101,7 @@ class CodegenOptions:
     mma_b16: bool = False        # tensor-core streams of 32-column warps: 16-byte B loads + movmatrix
     smem_kb: int = STATIC_SMEM_KB   # the shared-memory pool; above 48, dynamic shared memory
     async_stages: int = 0        # cp.async ring of staged tensor-core tiles (0: register prefetch)
+    ldmatrix: bool = False       # fragments of register-blocked tensor-core loops by ldmatrix
 
     def __post_init__(self) -> None:
         if not isinstance(self.async_stages, int) or self.async_stages not in (0, 2, 3, 4):
@@ -116,6 +122,7 @@ class CodegenOptions:
         t = t if self.phase_words == 32 else f"{t}-ph{self.phase_words}"
         t = t if self.smem_kb == STATIC_SMEM_KB else f"{t}-smem{self.smem_kb}"
         t = f"{t}-cp{self.async_stages}" if self.async_stages and self.mma else t
+        t = f"{t}-ldsm" if self.ldmatrix and self.mma else t
         if not self.mma:
             return t
         return f"{t}-mma-mv" if self.mma_b16 else f"{t}-mma"
@@ -123,7 +130,7 @@ class CodegenOptions:
     def astuple(self) -> tuple:
         """Positional arguments that rebuild these options (worker processes get them)."""
         return (self.pipeline_words, self.max_registers, self.max_stream_acc, self.phase_words, self.mma,
-                self.pipeline_depth, self.mma_b16, self.smem_kb, self.async_stages)
+                self.pipeline_depth, self.mma_b16, self.smem_kb, self.async_stages, self.ldmatrix)
 
 
 DEFAULT_OPTIONS = CodegenOptions()

@@ -19,6 +19,10 @@ numba only). The prelude defines the few bit-level helpers numba lacks:
   ``movt(w)`` is one ``movmatrix.sync.aligned.m8n8.trans.b16``: the warp's 32 words are an 8x8
   matrix of 16-bit values (lane L holds row L // 4, columns 2(L % 4) and 2(L % 4) + 1, low half
   first), and each lane gets its word of the transposed matrix (``mma_b16``'s B fragments).
+* ``ldsm4(sm, i)`` / ``ldsm4t(sm, i)``: one ``ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16``: lane
+  ``8m + r`` passes the word index of row ``r`` of 8x8 matrix ``m`` (8 16-bit values, 16-byte aligned); each
+  lane gets 4 words, word ``L % 4`` of row ``L // 4`` of each matrix (an A fragment), or with ``.trans``
+  rows ``2(L % 4)``, ``+ 1`` of column ``L // 4`` (B fragments of a tile kept k-major).
 * ``cp16(sm, i, a, j)``: one ``cp.async.cg`` of 16 bytes, int32 words ``a[j:j+4]`` to shared ``sm[i:i+4]``
   (``async_stages``); ``cp_commit()`` closes a group of them, ``cp_waitN()`` waits until at most N groups
   are still in flight (under the simulator the copy is done at once and these do nothing).
@@ -246,6 +250,31 @@ if SIMULATOR:
     def mma_bf16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         return _mma_sim((a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), True)
 
+    def _ldsm(sm, i, trans):
+        # ldmatrix.m8n8.x4(.trans).b16: lane 8m + r names row r of 8x8 matrix m (4 words from sm[i]); lane
+        # L = 4g + t gets word t of row g of each matrix, or (.trans) the pair of rows 2t, 2t + 1 in column g
+        def compute(slots):
+            def word(m, r, w):
+                return int(f2u(sm[slots[8 * m + r] + w])) & 0xFFFFFFFF
+
+            def half(m, r, c):
+                return (word(m, r, c // 2) >> (16 * (c % 2))) & 0xFFFF
+            out = []
+            for L in range(32):
+                g, t = L // 4, L % 4
+                if trans:
+                    out.append(tuple(_w32(half(m, 2 * t, g) | (half(m, 2 * t + 1, g) << 16)) for m in range(4)))
+                else:
+                    out.append(tuple(_w32(word(m, g, t)) for m in range(4)))
+            return out
+        return _warp_op("_ldsm_t_states" if trans else "_ldsm_states", int(i), compute)
+
+    def ldsm4(sm, i):
+        return _ldsm(sm, i, False)
+
+    def ldsm4t(sm, i):
+        return _ldsm(sm, i, True)
+
     def cp16(sm, i, a, j):
         # cp.async of 16 bytes, done at once: the waits below have nothing left to wait for
         sm[i], sm[i + 1], sm[i + 2], sm[i + 3] = u2f(a[j]), u2f(a[j + 1]), u2f(a[j + 2]), u2f(a[j + 3])
@@ -330,6 +359,27 @@ else:
             return context.get_dummy_value()
 
         return sig, codegen
+
+    def _ldsm(trans):
+        ptx = ("{ .reg .u64 a; .reg .u32 s; cvta.to.shared.u64 a, $4; cvt.u32.u64 s, a; "
+               f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 {{$0, $1, $2, $3}}, [s]; }}")
+
+        def typer(typingctx, sm, i):
+            sig = types.UniTuple(types.int32, 4)(sm, i)
+
+            def codegen(context, builder, signature, args):
+                i32t, i64 = llvm_ir.IntType(32), llvm_ir.IntType(64)
+                ary = context.make_array(signature.args[0])(context, builder, args[0])
+                sp = builder.ptrtoint(builder.gep(ary.data, [args[1]]), i64)
+                fty = llvm_ir.FunctionType(llvm_ir.LiteralStructType([i32t] * 4), [i64])
+                res = builder.call(llvm_ir.InlineAsm(fty, ptx, "=r,=r,=r,=r,l,~{memory}", side_effect=True), [sp])
+                return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, k) for k in range(4)])
+
+            return sig, codegen
+        return typer
+
+    ldsm4 = intrinsic(_ldsm(False))
+    ldsm4t = intrinsic(_ldsm(True))
 
     def _cp_op(ptx):
         def typer(typingctx):

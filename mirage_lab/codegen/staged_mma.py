@@ -89,9 +89,10 @@ class StagedMmaEmitter:
         g = op.guid
         cv = "f2h" if b.dtype.name == "float16" else "f2bf"
         pb = self.pair_pitch.get(self.bufname(b), 0)   # B kept as k-pairs (LoaderEmitter.pair_tiles)
-        b_buf = self.planned(self.bufname(b)) if pb or self.bufname(b) in self.async_pitch else None
-        pw = self.async_pitch.get(self.bufname(b), 0)   # B kept as loaded, in a cp.async ring
+        # B kept as loaded: in a cp.async ring, or for ldmatrix
+        pw = self.async_pitch.get(self.bufname(b)) or self.raw_b_pitch.get(self.bufname(b), 0)
         so = self.async_off(self.bufname(b))
+        b_buf = self.planned(self.bufname(b)) if pb or pw else None
 
         def b_frag(r: int, k0: str, kw: str, col: str, kb: str = "", wc: str = "") -> str:
             ko = 8 * r
@@ -269,10 +270,36 @@ class StagedMmaEmitter:
         lanes(s)
         for ri in range(R):
             s(f"ar{g}_{ri} = {block_tile(NT, blk, 0, ri)} * 16 + wg{g}")
+        bname = self.bufname(b)
+        pa = self.raw_a_pitch.get(self.bufname(a), 0)
+        pw = self.async_pitch.get(bname) or self.raw_b_pitch.get(bname, 0)
         for ci in range(C):
             s(f"bc{g}_{ci} = {block_tile(NT, blk, 1, ci)} * 8 + wg{g}")
-            if self.bufname(b) in self.async_pitch:   # its lane's word column in a B tile kept as loaded
+            if pw:   # its lane's word column in a B tile kept as loaded
                 s(f"bw{g}_{ci} = {block_tile(NT, blk, 1, ci)} * 4 + wt{g}")
+        a_ld = b_ld = None
+        if self.options.ldmatrix and (pa or (pw and C % 2 == 0)):
+            # ldmatrix (CodegenOptions.ldmatrix): a warp's 4 A registers in one ldmatrix.x4, two B column tiles' 2 + 2
+            # in one ldmatrix.x4.trans, where 32-bit shared loads took 4 and 4 (k-pair words).
+            # Lane L names row L % 8 of matrix L // 8: rows + 8 for matrices 1 and 3, the next k half
+            # (A) or the next column tile (B) for matrices 2 and 3
+            s(f"lr{g} = (wl{g} & 7) + (wl{g} >> 3 & 1) * 8")
+            s(f"lc{g} = wl{g} >> 4")
+            if pa:
+                a_buf, a_so, M = self.planned(self.bufname(a)), self.async_off(self.bufname(a)), a.dims[-2]
+                for ri in range(R):
+                    row = f"{block_tile(NT, blk, 0, ri)} * 16 + lr{g}"
+                    s(f"al{g}_{ri} = {f'min({row}, {M - 1})' if mma_rows(M) != M else row}")
+
+                def a_ld(ri: int, kwb: str) -> str:
+                    return f"ldsm4(sm, {a_buf.at(add(a_so, mul(f'al{g}_{ri}', pa), kwb, mul(f'lc{g}', 4)))})"
+            if pw and C % 2 == 0:
+                b_buf, b_so = self.planned(bname), self.async_off(bname)
+                for q in range(C // 2):
+                    s(f"bl{g}_{q} = ({block_tile(NT, blk, 1, 2 * q)} + lc{g}) * 4")
+
+                def b_ld(q: int, kb: str) -> str:
+                    return f"ldsm4t(sm, {b_buf.at(add(b_so, mul(add(kb, f'lr{g}'), pw), f'bl{g}_{q}'))})"
         cs = acc if persist else [[f"c{j}_{r}{g}" for r in range(4)] for j in range(R * C)]
         if not persist:
             for c in cs:
@@ -289,9 +316,11 @@ class StagedMmaEmitter:
         with s.block(f"for kq in range({steps // U}):") if rolled else nullcontext():
             for u in range(U):
                 kb = add(mul("kq", 16 * U) if rolled else "0", str(16 * u))
-                k0 = add(kb, mul(f"wt{g}", 2))
+                k0 = add(mul("kq", 16 * U) if rolled else "0", str(16 * u), mul(f"wt{g}", 2))
+                kwb = add(mul("kq", 8 * U) if rolled else "0", str(8 * u))
                 kw = add(mul("kq", 8 * U) if rolled else "0", str(8 * u), f"wt{g}")
-                self._mma_kstep(s, g, mma, blk, cs, k0, kw, a_frag, b_frag, kb)
+                self._mma_kstep(s, g, mma, blk, cs, k0, kw, a_frag, b_frag, kb,
+                                a_ld and (lambda ri, kwb=kwb: a_ld(ri, kwb)), b_ld and (lambda q, kb=kb: b_ld(q, kb)))
         if persist:
             return
         for j in range(R * C):
@@ -300,14 +329,22 @@ class StagedMmaEmitter:
 
     @staticmethod
     def _mma_kstep(s: Src, g: int, mma: str, blk: tuple[int, int], cs: list[list[str]], k0: str, kw: str,
-                   a_frag, b_frag, kb: str = "") -> None:
+                   a_frag, b_frag, kb: str = "", a_ld=None, b_ld=None) -> None:
         """One k-step of a register-blocked loop (op ``g``, intrinsic ``mma``): R A fragments, C B fragments,
-        their R x C mma."""
+        their R x C mma; ``a_ld(ri)`` / ``b_ld(q)``: ldmatrix expressions of A block row ``ri``'s 4 registers and
+        of B column tiles ``2q``, ``2q + 1``'s 2 + 2, where ldmatrix reads them."""
         R, C = blk
         for ri in range(R):
+            if a_ld is not None:
+                s(f"{', '.join(f'a{ri}_{r}{g}' for r in range(4))} = {a_ld(ri)}")
+                continue
             for r in range(4):
                 s(f"a{ri}_{r}{g} = {a_frag(r, k0, kw, f'ar{g}_{ri}')}")
         for ci in range(C):
+            if b_ld is not None:
+                if ci % 2 == 0:
+                    s(f"b{ci}_0{g}, b{ci}_1{g}, b{ci + 1}_0{g}, b{ci + 1}_1{g} = {b_ld(ci // 2)}")
+                continue
             for r in range(2):
                 s(f"b{ci}_{r}{g} = {b_frag(r, k0, kw, f'bc{g}_{ci}', kb, f'bw{g}_{ci}')}")
         for j in range(R * C):

@@ -73,7 +73,7 @@ def ptx_report(module, infos, cc=(9, 0), dump_dir: str | None = None) -> list[di
             "spill_bytes": int(spill.group(1)) if spill else None, "stack_bytes": int(stack.group(1)) if stack else None,
             "ld_v4": ptx.count("ld.global.v4"), "ld_v2": ptx.count("ld.global.v2"),
             "mma": ptx.count("mma.sync.aligned.m16n8k16"), "cp_async": ptx.count("cp.async.cg.shared.global"),
-            "cp_wait": ptx.count("cp.async.wait_group"),
+            "cp_wait": ptx.count("cp.async.wait_group"), "ldmatrix": ptx.count("ldmatrix.sync.aligned"),
             "f64_ops": len(re.findall(r"\.f64", ptx)), "ptxas": info_txt.strip()[-300:],
         })
     return rows

@@ -57,3 +57,12 @@ def sim_results_async(tmp_path_factory) -> dict:
     """ASYNC_CASES with ``CodegenOptions(mma=True, async_stages=3, smem_kb=227)``: a cp.async ring of 3 stages."""
     return run_python(HERE / "sim_runner.py", tmp_path_factory.mktemp("sim_async"),
                       args=["--mma", "--async=3", "--smem=227"], simulator=True, timeout=900, cwd=ROOT)
+
+
+@pytest.fixture(scope="session", params=["staged", "ring"])
+def sim_results_ldmatrix(request, tmp_path_factory) -> dict:
+    """ASYNC_CASES with ldmatrix fragments (``CodegenOptions.ldmatrix``): register-staged tiles kept as loaded, or
+    a cp.async ring of 3 stages."""
+    ring = ["--async=3"] if request.param == "ring" else []
+    return run_python(HERE / "sim_runner.py", tmp_path_factory.mktemp("sim_ldsm"),
+                      args=["--mma", "--ldmatrix", "--smem=227", *ring], simulator=True, timeout=900, cwd=ROOT)

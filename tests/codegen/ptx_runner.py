@@ -39,10 +39,12 @@ def main() -> None:
     mma = "--mma" in sys.argv[1:]  # tensor-core streamed matmuls (inline-PTX mma.sync)
     # --async=S: cp.async rings of S stages (inline-PTX cp.async, commit, wait), on ASYNC_CASES
     stages = next((int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--async=")), 0)
-    options = CodegenOptions(mma=mma, async_stages=stages, smem_kb=227 if stages else 48)
+    ldsm = "--ldmatrix" in sys.argv[1:]   # register-blocked fragments by ldmatrix, on the same cases as --async
+    ring = stages or ldsm
+    options = CodegenOptions(mma=mma, async_stages=stages, smem_kb=227 if ring else 48, ldmatrix=ldsm)
     res = {}
     cases = ASYNC_CASES + [("gated_mlp_m32_full", lambda: with_block_dim(
-        gated_mlp_fused(32, 3072, 8192, grid=128, forloop_range=16), 256), None)] if stages else \
+        gated_mlp_fused(32, 3072, 8192, grid=128, forloop_range=16), 256), None)] if ring else \
         CASES + (full_size_cases() if mma else [])
     for name, build, _ in cases:
         try:

@@ -36,11 +36,14 @@ def main() -> None:
     smem = next((int(a.split("=", 1)[1]) for a in args if a.startswith("--smem=")), None)
     # --async=S: staged tensor-core tiles copied by (simulated) cp.async into a ring of S stages, on ASYNC_CASES
     stages = next((int(a.split("=", 1)[1]) for a in args if a.startswith("--async=")), 0)
+    # --ldmatrix: register-blocked tensor-core fragments by (emulated) ldmatrix (CodegenOptions.ldmatrix), on
+    # ASYNC_CASES (with or without --async)
     options = CodegenOptions(mma="--mma" in args, pipeline_words=words, pipeline_depth=depth, mma_b16=mv,
-                             smem_kb=smem or 48, async_stages=stages)
+                             smem_kb=smem or 48, async_stages=stages, ldmatrix="--ldmatrix" in args)
     names = {a for a in args if not a.startswith("--")}
     res = {}
-    for name, build, make in ASYNC_CASES if stages else SMEM_CASES if smem else MV_CASES if mv else CASES:
+    for name, build, make in ASYNC_CASES if stages or "--ldmatrix" in args else SMEM_CASES if smem else \
+            MV_CASES if mv else CASES:
         if names and name not in names:
             continue
         g = build()
@@ -58,6 +61,8 @@ def main() -> None:
                      "movt": sum(src.count("movt(") for src in k.generated.kernel_sources.values()),
                      "async_tiles": sum(len(set(re.findall(r"cp\.async (\w+) \[", src)))
                                         for src in k.generated.kernel_sources.values()),
+                     "ldsm": [sum(src.count(f"{f}(sm,") for src in k.generated.kernel_sources.values())
+                              for f in ("ldsm4", "ldsm4t")],
                      "shapes_ok": all(tuple(o.shape) == tuple(r.shape) for o, r in zip(outs, refs)),
                      "dyn_smem": [i.dyn_smem_bytes for i in k.generated.kernels],
                      "scratch": [i.scratch_floats_per_block for i in k.generated.kernels],

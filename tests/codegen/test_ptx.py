@@ -90,3 +90,20 @@ def test_async_ring_kernels_assemble_for_sm90(ptx_async: dict) -> None:
         assert 0 < rows[0]["cp_async"] <= rows[0]["cp16"], f"{name}: {rows[0]}"
         assert rows[0]["cp_wait"] >= 2 and rows[0]["mma"] > 0
     assert ptx_async["gated_mlp_m32_full"][0]["regs"] <= 168
+
+
+@pytest.fixture(scope="module")
+def ptx_ldmatrix(tmp_path_factory) -> dict:
+    return run_python(HERE / "ptx_runner.py", tmp_path_factory.mktemp("ptx_ldsm"), args=["--mma", "--ldmatrix"],
+                      simulator=False, timeout=1500, cwd=ROOT)
+
+
+def test_ldmatrix_kernels_assemble_for_sm90(ptx_ldmatrix: dict) -> None:
+    """``CodegenOptions(ldmatrix=True)``: the inline-PTX ldmatrix (x4, x4.trans) passes libNVVM and ptxas with no spills;
+    at Phi-3-mini's SwiGLU shape (256 threads) one per A block row and per two B column tiles a k-step, 48 for 48
+    mma, in 164 registers (202 with 32-bit shared loads, k-pair B words)."""
+    for name, rows in ptx_ldmatrix.items():
+        _assert_clean(name, rows)
+        assert rows[0]["ldmatrix"] > 0 and rows[0]["mma"] > 0, f"{name}: {rows[0]}"
+    full = ptx_ldmatrix["gated_mlp_m32_full"][0]
+    assert full["ldmatrix"] == full["mma"] == 48 and full["regs"] <= 180
