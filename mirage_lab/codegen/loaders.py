@@ -115,7 +115,8 @@ class LoaderEmitter:
         transposed by ``movt`` (k rows are the tile's rows). The pitch is 4 mod 8 words (each row starts on
         16 bytes, and a warp's fragment reads of 8 rows x 4 words hit 32 banks). The copies hold no
         registers and need no store phase: ``async_stages - 1`` iterations are in flight, where the register
-        staging keeps one (a weight stream limited by latency, ncu: Phi-3's SwiGLU at 63 % of DRAM).
+        staging keeps one (a weight stream limited by latency, ncu: Phi-3's SwiGLU at 63 % of DRAM). Measured
+        slower all the same (twice the instructions; RESULTS.md "2026-11-29 (e)"): the tuner does not race it.
         """
         S = self.options.async_stages
         if not S or not self.options.mma or self.FR < 2 or self.depth > 1:

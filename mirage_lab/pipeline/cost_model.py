@@ -179,8 +179,11 @@ def _exposed_latency(bg, streams, options: CodegenOptions, T: int) -> dict:
         if i in streamed or lop.attrs["forloop_dim"] < 0:
             continue
         t = lop.outputs[0]
-        if _async_tile(bg, t, options, T):   # cp.async ring: async_stages - 1 iterations in flight
-            out["async"] = options.async_stages
+        if _async_tile(bg, t, options, T):
+            # a cp.async ring: async_stages - 1 iterations in flight, yet measured slower than one iteration
+            # staged through registers (H200, RESULTS.md "2026-11-29 (e)": twice the instructions), so no
+            # round trip is counted as hidden
+            out["piped"] = 1
             continue
         words = -(-t.numel() * t.dtype.itemsize // 4 // T)
         out["piped" if words <= PREFETCH_WORDS else "staged"] = 1
@@ -350,8 +353,6 @@ def _time(k: _Kernel, hw: Hardware) -> tuple[float, float, float, float, int, fl
     # iterations, H100: 48 against 50 µs; two ahead: 35): count the iterations past the first
     waits = [1.0 / (1 + hw.prefetch_gain * max(0, k.exposed["stream"] - 1))] if "stream" in k.exposed else []
     waits += [hw.piped_exposed] if "piped" in k.exposed else []
-    # a cp.async ring keeps async_stages - 1 iterations in flight, as a stream's register sets do
-    waits += [hw.piped_exposed / (1 + hw.prefetch_gain * (k.exposed["async"] - 2))] if "async" in k.exposed else []
     waits += [1.0] if "staged" in k.exposed else []
     # shared-memory steps on buffers in global scratch wait on L2 instead
     slow = spilled * hw.spill_us + k.scratch_share * hw.scratch_us
