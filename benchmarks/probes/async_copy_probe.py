@@ -17,7 +17,6 @@ replays), beside the dump's own measurement of the variant.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from dataclasses import replace
@@ -31,13 +30,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "benchmarks" / "probes"))
 
 from codegen_ab_probe import measure  # noqa: E402
-from mma_blocking_probe import fastest  # noqa: E402
+from mma_blocking_probe import dump_lowerings  # noqa: E402
 from mirage_lab.codegen import generate_module  # noqa: E402
 from mirage_lab.codegen.loaders import LoaderEmitter  # noqa: E402
 from mirage_lab.codegen.plan import MAX_SMEM_KB  # noqa: E402
-from mirage_lab.ir.serialize import from_dict  # noqa: E402
-from mirage_lab.pipeline import with_block_dim  # noqa: E402
-from rank_quality import options_from_tag  # noqa: E402
 
 
 def main() -> int:
@@ -52,41 +48,35 @@ def main() -> int:
     print(torch.cuda.get_device_name(), flush=True)
     print("| program | cand | threads | options | dump µs | stages | rel err | call µs | graph µs |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for path in a.dumps.split(","):
-        d = json.loads(Path(path).read_text())
-        name = Path(path).stem
-        for r in fastest(d, a.top):
-            g = with_block_dim(from_dict(d["tuned"][str(r["candidate"])]), r["threads"])
-            opts = options_from_tag(r["options"])
-            row = f"| {name} | {r['candidate']} | {r['threads']} | {r['options']} | {r['median_us']:.1f} |"
-            base = generate_module(g, options=opts).source
-            stages = [int(x) for x in a.stages.split(",") if x]
-            configs = [(0, True, False)] + [(S, b, False) for S in stages for b in (True, False)]
-            if a.ldmatrix:
-                configs += [(0, True, True)] + [(S, True, True) for S in stages]
-            for S, b_too, ldm in configs:
-                LoaderEmitter.async_b_tiles = b_too
-                try:
-                    o = replace(opts, async_stages=S, smem_kb=MAX_SMEM_KB) if S else opts
-                    gen = base if not S and not ldm else generate_module(g, options=replace(o, ldmatrix=ldm))
-                finally:
-                    LoaderEmitter.async_b_tiles = True
-                text = gen if not S and not ldm else gen.source
-                label = f"{S}{'' if b_too or not S else ' (A only)'}{' + ldmatrix' if ldm else ''}"
-                if S and not any("cp16(sm" in k for k in gen.kernel_sources.values()):
-                    print(f"{row} {label} | no tile qualifies (or the ring does not fit) | | |", flush=True)
-                    continue
-                if ldm and not any("ldsm4" in k for k in gen.kernel_sources.values()):
-                    print(f"{row} {label} | no register-blocked loop reads by ldmatrix | | |", flush=True)
-                    continue
-                tag = (f"{name}_{r['candidate']}_{r['threads']}_{r['options'].replace('-', '_')}_cp{S}"
-                       f"{'' if b_too else 'a'}{'_ldsm' if ldm else ''}")
-                try:
-                    err, dev, gdev = measure(tag, text, g, tmp)
-                except Exception as e:  # noqa: BLE001 - e.g. a launch past the SM's shared memory
-                    print(f"{row} {label} | {type(e).__name__}: {str(e)[:80]} | | |", flush=True)
-                    continue
-                print(f"{row} {label} | {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
+    for name, r, g, opts, row in dump_lowerings(a.dumps, a.top):
+        base = generate_module(g, options=opts).source
+        stages = [int(x) for x in a.stages.split(",") if x]
+        configs = [(0, True, False)] + [(S, b, False) for S in stages for b in (True, False)]
+        if a.ldmatrix:
+            configs += [(0, True, True)] + [(S, True, True) for S in stages]
+        for S, b_too, ldm in configs:
+            LoaderEmitter.async_b_tiles = b_too
+            try:
+                o = replace(opts, async_stages=S, smem_kb=MAX_SMEM_KB) if S else opts
+                gen = base if not S and not ldm else generate_module(g, options=replace(o, ldmatrix=ldm))
+            finally:
+                LoaderEmitter.async_b_tiles = True
+            text = gen if not S and not ldm else gen.source
+            label = f"{S}{'' if b_too or not S else ' (A only)'}{' + ldmatrix' if ldm else ''}"
+            if S and not any("cp16(sm" in k for k in gen.kernel_sources.values()):
+                print(f"{row} {label} | no tile qualifies (or the ring does not fit) | | |", flush=True)
+                continue
+            if ldm and not any("ldsm4" in k for k in gen.kernel_sources.values()):
+                print(f"{row} {label} | no register-blocked loop reads by ldmatrix | | |", flush=True)
+                continue
+            tag = (f"{name}_{r['candidate']}_{r['threads']}_{r['options'].replace('-', '_')}_cp{S}"
+                   f"{'' if b_too else 'a'}{'_ldsm' if ldm else ''}")
+            try:
+                err, dev, gdev = measure(tag, text, g, tmp)
+            except Exception as e:  # noqa: BLE001 - e.g. a launch past the SM's shared memory
+                print(f"{row} {label} | {type(e).__name__}: {str(e)[:80]} | | |", flush=True)
+                continue
+            print(f"{row} {label} | {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
     return 0
 
 

@@ -42,6 +42,18 @@ def fastest(d: dict, top: int) -> list[dict]:
     return sorted(rows, key=lambda r: r["median_us"])[:top]
 
 
+def dump_lowerings(paths: str, top: int):
+    """``(program, row, graph, options, table row prefix)`` of the ``top`` fastest measured variants of each dump
+    in the comma-separated ``paths``, the graph at the variant's threads."""
+    for path in paths.split(","):
+        d = json.loads(Path(path).read_text())
+        name = Path(path).stem
+        for r in fastest(d, top):
+            g = with_block_dim(from_dict(d["tuned"][str(r["candidate"])]), r["threads"])
+            row = f"| {name} | {r['candidate']} | {r['threads']} | {r['options']} | {r['median_us']:.1f} |"
+            yield name, r, g, options_from_tag(r["options"]), row
+
+
 def source(g, options, blocking: bool) -> str:
     """The module of ``g`` with register blocking on or off."""
     keep = StagedMmaEmitter.register_blocking
@@ -61,25 +73,19 @@ def main() -> int:
     print(torch.cuda.get_device_name(), flush=True)
     print("| program | cand | threads | options | dump µs | blocking | rel err | call µs | graph µs |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for path in a.dumps.split(","):
-        d = json.loads(Path(path).read_text())
-        name = Path(path).stem
-        for r in fastest(d, a.top):
-            g = with_block_dim(from_dict(d["tuned"][str(r["candidate"])]), r["threads"])
-            opts = options_from_tag(r["options"])
-            row = f"| {name} | {r['candidate']} | {r['threads']} | {r['options']} | {r['median_us']:.1f} |"
-            off, on = source(g, opts, False), source(g, opts, True)
-            for label, text in (("off", off), ("on", on)):
-                if label == "on" and text == off:
-                    print(f"{row} on: the same source | | | |", flush=True)
-                    continue
-                tag = f"{name}_{r['candidate']}_{r['threads']}_{r['options'].replace('-', '_')}_{label}"
-                try:
-                    err, dev, gdev = measure(tag, text, g, tmp)
-                except Exception as e:  # noqa: BLE001 - e.g. a launch that needs more registers than it may have
-                    print(f"{row} {label} | {type(e).__name__}: {str(e)[:80]} | | |", flush=True)
-                    continue
-                print(f"{row} {label} | {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
+    for name, r, g, opts, row in dump_lowerings(a.dumps, a.top):
+        off, on = source(g, opts, False), source(g, opts, True)
+        for label, text in (("off", off), ("on", on)):
+            if label == "on" and text == off:
+                print(f"{row} on: the same source | | | |", flush=True)
+                continue
+            tag = f"{name}_{r['candidate']}_{r['threads']}_{r['options'].replace('-', '_')}_{label}"
+            try:
+                err, dev, gdev = measure(tag, text, g, tmp)
+            except Exception as e:  # noqa: BLE001 - e.g. a launch that needs more registers than it may have
+                print(f"{row} {label} | {type(e).__name__}: {str(e)[:80]} | | |", flush=True)
+                continue
+            print(f"{row} {label} | {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
     return 0
 
 
