@@ -29,8 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "benchmarks" / "probes"))
 
-from codegen_ab_probe import measure  # noqa: E402
-from mma_blocking_probe import dump_lowerings  # noqa: E402
+from mma_blocking_probe import dump_lowerings, print_timed  # noqa: E402
 from mirage_lab.codegen import generate_module  # noqa: E402
 from mirage_lab.codegen.loaders import LoaderEmitter  # noqa: E402
 from mirage_lab.codegen.plan import MAX_SMEM_KB  # noqa: E402
@@ -71,12 +70,7 @@ def main() -> int:
                 continue
             tag = (f"{name}_{r['candidate']}_{r['threads']}_{r['options'].replace('-', '_')}_cp{S}"
                    f"{'' if b_too else 'a'}{'_ldsm' if ldm else ''}")
-            try:
-                err, dev, gdev = measure(tag, text, g, tmp)
-            except Exception as e:  # noqa: BLE001 - e.g. a launch past the SM's shared memory
-                print(f"{row} {label} | {type(e).__name__}: {str(e)[:80]} | | |", flush=True)
-                continue
-            print(f"{row} {label} | {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
+            print_timed(row, label, tag, text, g, tmp)
     return 0
 
 

@@ -54,6 +54,16 @@ def dump_lowerings(paths: str, top: int):
             yield name, r, g, options_from_tag(r["options"]), row
 
 
+def print_timed(row: str, label: str, tag: str, text: str, g, tmp: Path) -> None:
+    """Check and time module ``text`` of ``g`` (``codegen_ab_probe.measure``) and print its table row, or why not."""
+    try:
+        err, dev, gdev = measure(tag, text, g, tmp)
+    except Exception as e:  # noqa: BLE001 - e.g. a launch that needs more registers or shared memory than it may have
+        print(f"{row} {label} | {type(e).__name__}: {str(e)[:80]} | | |", flush=True)
+        return
+    print(f"{row} {label} | {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
+
+
 def source(g, options, blocking: bool) -> str:
     """The module of ``g`` with register blocking on or off."""
     keep = StagedMmaEmitter.register_blocking
@@ -80,12 +90,7 @@ def main() -> int:
                 print(f"{row} on: the same source | | | |", flush=True)
                 continue
             tag = f"{name}_{r['candidate']}_{r['threads']}_{r['options'].replace('-', '_')}_{label}"
-            try:
-                err, dev, gdev = measure(tag, text, g, tmp)
-            except Exception as e:  # noqa: BLE001 - e.g. a launch that needs more registers than it may have
-                print(f"{row} {label} | {type(e).__name__}: {str(e)[:80]} | | |", flush=True)
-                continue
-            print(f"{row} {label} | {err:.1e} | {dev:.2f} | {gdev:.2f} |", flush=True)
+            print_timed(row, label, tag, text, g, tmp)
     return 0
 
 

@@ -273,12 +273,13 @@ class StagedMmaEmitter:
         bname = self.bufname(b)
         pa = self.raw_a_pitch.get(self.bufname(a), 0)
         pw = self.async_pitch.get(bname) or self.raw_b_pitch.get(bname, 0)
+        ldsm_b = self.options.ldmatrix and pw and C % 2 == 0   # B by ldmatrix.trans, two column tiles at a time
         for ci in range(C):
             s(f"bc{g}_{ci} = {block_tile(NT, blk, 1, ci)} * 8 + wg{g}")
-            if pw:   # its lane's word column in a B tile kept as loaded
+            if pw and not ldsm_b:   # its lane's word column in a B tile kept as loaded, for movt
                 s(f"bw{g}_{ci} = {block_tile(NT, blk, 1, ci)} * 4 + wt{g}")
         a_ld = b_ld = None
-        if self.options.ldmatrix and (pa or (pw and C % 2 == 0)):
+        if self.options.ldmatrix and (pa or ldsm_b):
             # ldmatrix (CodegenOptions.ldmatrix): a warp's 4 A registers in one ldmatrix.x4, two B column tiles' 2 + 2
             # in one ldmatrix.x4.trans, where 32-bit shared loads took 4 and 4 (k-pair words).
             # Lane L names row L % 8 of matrix L // 8: rows + 8 for matrices 1 and 3, the next k half
@@ -293,7 +294,7 @@ class StagedMmaEmitter:
 
                 def a_ld(ri: int, kwb: str) -> str:
                     return f"ldsm4(sm, {a_buf.at(add(a_so, mul(f'al{g}_{ri}', pa), kwb, mul(f'lc{g}', 4)))})"
-            if pw and C % 2 == 0:
+            if ldsm_b:
                 b_buf, b_so = self.planned(bname), self.async_off(bname)
                 for q in range(C // 2):
                     s(f"bl{g}_{q} = ({block_tile(NT, blk, 1, 2 * q)} + lc{g}) * 4")
@@ -315,6 +316,8 @@ class StagedMmaEmitter:
         rolled = steps > U
         with s.block(f"for kq in range({steps // U}):") if rolled else nullcontext():
             for u in range(U):
+                # the k-step's first row / word, and the lane's (+ 2t / + t; written as one sum each, the order the
+                # generated text has always had)
                 kb = add(mul("kq", 16 * U) if rolled else "0", str(16 * u))
                 k0 = add(mul("kq", 16 * U) if rolled else "0", str(16 * u), mul(f"wt{g}", 2))
                 kwb = add(mul("kq", 8 * U) if rolled else "0", str(8 * u))
