@@ -23,7 +23,7 @@ from .host import emit_host, torch_expr
 from .plan import DEFAULT_OPTIONS, CodegenOptions
 from .prelude import HEADER_PACKAGE, HEADER_STANDALONE, PRELUDE
 
-CODEGEN_VERSION = 15  # 3: launch bounds, static launch views; 4: driver launches, cached empty scratch; 5: mirage_lab.gpu; 7: padded tensor-core tiles; 8: movt (movmatrix) in the prelude, mma_b16; 9: movt's asm side-effecting (warp-collective); 10: k-pair B tiles of staged tensor-core matmuls; 11: staged tensor-core matmuls of any row count (last 16-row tile padded), dynamic smem opt-in by cuKernelSetAttribute; 12: A tiles of staged tensor-core matmuls kept as their loaded 16-bit words; 13: register-blocked staged tensor-core matmuls (an R x C block of tiles a warp in one k loop, the k-steps written out); 14: cp.async rings of staged tensor-core tiles (async_stages); 15: ldmatrix fragments of register-blocked tensor-core loops (ldmatrix)
+CODEGEN_VERSION = 16  # 3: launch bounds, static launch views; 4: driver launches, cached empty scratch; 5: mirage_lab.gpu; 7: padded tensor-core tiles; 8: movt (movmatrix) in the prelude, mma_b16; 9: movt's asm side-effecting (warp-collective); 10: k-pair B tiles of staged tensor-core matmuls; 11: staged tensor-core matmuls of any row count (last 16-row tile padded), dynamic smem opt-in by cuKernelSetAttribute; 12: A tiles of staged tensor-core matmuls kept as their loaded 16-bit words; 13: register-blocked staged tensor-core matmuls (an R x C block of tiles a warp in one k loop, the k-steps written out); 14: cp.async rings of staged tensor-core tiles (async_stages); 15: ldmatrix fragments of register-blocked tensor-core loops (ldmatrix); 16: the tuner's tensor-core option sets with ldmatrix
 
 
 @dataclass

@@ -74,7 +74,7 @@ class CodegenOptions:
     phase (0: the register-prefetched staging). It only matters with ``mma``. ``ldmatrix``: register-blocked
     tensor-core loops read their fragments with ``ldmatrix``: a warp's 4 A registers of a tile kept as loaded in
     one ``ldmatrix.x4``, and B tiles kept as loaded (k-major, not k-pair words) with two column tiles' registers in
-    one ``ldmatrix.x4.trans`` (sm_75+); not yet measured on a GPU, so the tuner does not race it.
+    one ``ldmatrix.x4.trans`` (sm_75+); the tuner's tensor-core option sets use it where such a loop reads by it.
 
     >>> CodegenOptions(pipeline_words=32).tag()
     'pw32-regNone-acc128'

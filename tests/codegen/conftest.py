@@ -59,10 +59,11 @@ def sim_results_async(tmp_path_factory) -> dict:
                       args=["--mma", "--async=3", "--smem=227"], simulator=True, timeout=900, cwd=ROOT)
 
 
-@pytest.fixture(scope="session", params=["staged", "ring"])
+@pytest.fixture(scope="session", params=["staged", "ring", "pipelined"])
 def sim_results_ldmatrix(request, tmp_path_factory) -> dict:
-    """ASYNC_CASES with ldmatrix fragments (``CodegenOptions.ldmatrix``): register-staged tiles kept as loaded, or
-    a cp.async ring of 3 stages."""
-    ring = ["--async=3"] if request.param == "ring" else []
-    return run_python(HERE / "sim_runner.py", tmp_path_factory.mktemp("sim_ldsm"),
-                      args=["--mma", "--ldmatrix", "--smem=227", *ring], simulator=True, timeout=900, cwd=ROOT)
+    """ASYNC_CASES with ldmatrix fragments (``CodegenOptions.ldmatrix``): register-staged tiles kept as loaded, a
+    cp.async ring of 3 stages, or two register sets (``pipeline_words=64, pipeline_depth=2``, a tuner option set)."""
+    extra = {"staged": [], "ring": ["--async=3"], "pipelined": ["--pipeline=64x2"]}[request.param]
+    res = run_python(HERE / "sim_runner.py", tmp_path_factory.mktemp("sim_ldsm"),
+                     args=["--mma", "--ldmatrix", "--smem=227", *extra], simulator=True, timeout=900, cwd=ROOT)
+    return {"unrolled": 2 if request.param == "pipelined" else 1, **res}   # the loop body written out twice

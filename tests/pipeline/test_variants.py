@@ -90,7 +90,7 @@ def test_cp_async_rings_are_raced_only_when_asked_for_and_only_where_a_tile_qual
     for v in rings:
         src = "".join(generate_module(v.graph, options=v.options).kernel_sources.values())
         assert "cp16(sm" in src and f"cp_wait{v.options.async_stages - 2}()" in src
-        assert f"-cp{v.options.async_stages}-mma" in v.tag and v.options.mma
+        assert f"-cp{v.options.async_stages}-" in v.tag and v.tag.endswith("-mma") and v.options.mma
     # a μGraph whose matmul streams W through registers (no staged tensor-core matmul) gets no ring
     vmod._MEMO.clear()
     assert not [v for v in vmod.lowering_variants(ex.rms_norm_linear_fused(grid=128), candidate=0)
@@ -98,3 +98,22 @@ def test_cp_async_rings_are_raced_only_when_asked_for_and_only_where_a_tile_qual
     with pytest.raises(ValueError, match="async_stages must be 0"):
         CodegenOptions(mma=True, async_stages=5)
     vmod._MEMO.clear()
+
+
+def test_tensor_core_variants_read_by_ldmatrix_only_where_a_register_blocked_loop_does():
+    # ldmatrix measured 3-12 % faster on the H200 (RESULTS.md 2026-11-29 (f)); where no register-blocked loop
+    # reads by it, the option would only change the B tiles' layout, so the variant goes without it
+    from mirage_lab.codegen import generate_module
+
+    vmod._MEMO.clear()
+    g = ex.gated_mlp_fused(32, 384, 64, grid=2, forloop_range=6)
+    with_ldsm = 0
+    for v in vmod.lowering_variants(g, candidate=0):
+        src = "".join(generate_module(v.graph, options=v.options).kernel_sources.values())
+        assert v.options.ldmatrix == ("ldsm4" in src), v.tag
+        assert ("-ldsm" in v.tag) == v.options.ldmatrix
+        with_ldsm += v.options.ldmatrix
+    assert with_ldsm >= 2
+    vmod._MEMO.clear()
+    assert not [v for v in vmod.lowering_variants(ex.rms_norm_linear_fused(grid=128), candidate=0)
+                if v.options.ldmatrix]
