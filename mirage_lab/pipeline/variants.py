@@ -98,9 +98,14 @@ def _source_key(g: KernelGraph, options: CodegenOptions) -> tuple[str, Generated
     return _key_of(gen), gen
 
 
-def _reads_by_ldmatrix(gen: GeneratedModule) -> bool:
-    """Whether any kernel of ``gen`` reads tensor-core fragments by ``ldmatrix`` (``CodegenOptions.ldmatrix``)."""
-    return any("ldsm4" in src for src in gen.kernel_sources.values())
+def _ldmatrix_where_read(g: KernelGraph, options: CodegenOptions) -> tuple[CodegenOptions, str, GeneratedModule]:
+    """``(options, source key, module)`` of ``g``, without ``ldmatrix`` where no register-blocked loop reads by it
+    (there the option would only change the B tiles' layout, read by movt: not measured faster)."""
+    key, gen = _source_key(g, options)
+    if options.ldmatrix and not any("ldsm4" in src for src in gen.kernel_sources.values()):
+        options = replace(options, ldmatrix=False)
+        key, gen = _source_key(g, options)
+    return options, key, gen
 
 
 def _key_of(gen: GeneratedModule) -> str:
@@ -218,12 +223,9 @@ def _lowering_variants(graph: KernelGraph, threads: Sequence[int], option_sets: 
         for o in option_sets:
             if o.mma and not _uses_mma(g, o):
                 o = replace(o, mma=False, ldmatrix=False)  # say what the kernels are: FMA code under its own name
+            asked = o
             try:
-                key, gen = _source_key(g, o)
-                if o.ldmatrix and not _reads_by_ldmatrix(gen):
-                    # no register-blocked loop: ldmatrix would only change the B tiles' layout (read by movt)
-                    o = replace(o, ldmatrix=False)
-                    key, gen = _source_key(g, o)
+                o, key, gen = _ldmatrix_where_read(g, o)
             except MirageLabError as e:
                 errors.append(f"{t} threads, {o.tag()}: {e}")
                 continue
@@ -231,14 +233,16 @@ def _lowering_variants(graph: KernelGraph, threads: Sequence[int], option_sets: 
                 continue
             seen.add(key)
             out.append((g, o, t, key))
-            for o3, key3 in _async_variants(g, o, smem_kb):
+            for o3, key3 in _async_variants(g, asked, smem_kb):
                 if key3 not in seen:
                     seen.add(key3)
                     out.append((g, o3, t, key3))
-            o2 = _smem_variant(o, gen, smem_kb)
+            # the shared-memory twin from the options asked for: a tile that spilled to global scratch at 48 KB
+            # may be register-blocked (and read by ldmatrix) once it is in shared memory
+            o2 = _smem_variant(asked, gen, smem_kb)
             if o2 is not None:
                 try:
-                    key2, _ = _source_key(g, o2)
+                    o2, key2, _ = _ldmatrix_where_read(g, o2)
                 except MirageLabError as e:
                     errors.append(f"{t} threads, {o2.tag()}: {e}")
                     continue

@@ -114,6 +114,12 @@ def test_tensor_core_variants_read_by_ldmatrix_only_where_a_register_blocked_loo
         assert ("-ldsm" in v.tag) == v.options.ldmatrix
         with_ldsm += v.options.ldmatrix
     assert with_ldsm >= 2
+    # Phi-3-mini's SwiGLU tiling: at 48 KB the tiles spill to global scratch (no blocked loop); its shared-memory
+    # twin is register-blocked and reads by ldmatrix (the lowering measured fastest, RESULTS.md 2026-11-29 (f))
+    vmod._MEMO.clear()
+    phi3 = vmod.lowering_variants(ex.gated_mlp_fused(32, 3072, 8192, grid=128, forloop_range=16), candidate=0,
+                                  threads=(256,))
+    assert [v.options.smem_kb > 48 for v in phi3 if v.options.ldmatrix] == [True, True], [v.tag for v in phi3]
     vmod._MEMO.clear()
     assert not [v for v in vmod.lowering_variants(ex.rms_norm_linear_fused(grid=128), candidate=0)
                 if v.options.ldmatrix]
