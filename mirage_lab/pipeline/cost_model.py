@@ -86,6 +86,12 @@ class Hardware:
 FITTED = ("sm_bytes_us", "dram_latency_us", "prefetch_gain", "piped_exposed", "warps_for_full_bw", "sync_us",
           "issue_us", "step_us", "spill_us", "scratch_us", "mma_flops_us")
 H100 = Hardware()
+# the H200: the H100's SMs with HBM3e. Its device-to-device copy moves 3.9 TB/s (the suite's copy floors on the
+# H200, 2026-11-29: Phi-3-mini's 100.9 MB of inputs read in 25.9 µs, half a copy), against the H100's 3.0. With the
+# H100's figure LLaMA-3 8B's SwiGLU b1 lowerings were rated 81 µs where the H200 measured 59-72 (63 on these
+# constants); Spearman's rho within a program over 9 H200 tuner dumps 0.59 -> 0.62 (RESULTS.md "2026-11-29 (f)")
+H200 = replace(H100, hbm_bytes_us=3.9e6)
+KNOWN_GPUS: tuple[tuple[str, Hardware], ...] = (("H200", H200), ("H100", H100))
 PRIOR = replace(H100, sm_bytes_us=60e3, dram_latency_us=0.8, prefetch_gain=0.5, piped_exposed=0.5,
                 warps_for_full_bw=8.0, sync_us=0.05, issue_us=2e5, step_us=0.02, spill_us=0.05, scratch_us=0.25,
                 mma_flops_us=250e6 / 132)
@@ -418,15 +424,46 @@ def time_profile(kernels: list, hw: Hardware = H100) -> Estimate:
     return Estimate(us, mem, comp, len(kernels), share, lat, waves)
 
 
-def estimate(graph: KernelGraph, options: CodegenOptions, hw: Hardware = H100) -> Estimate:
-    """The estimated latency of ``graph`` lowered with ``options`` (block sizes are the graph's).
+def estimate(graph: KernelGraph, options: CodegenOptions, hw: Hardware | None = None) -> Estimate:
+    """The estimated latency of ``graph`` lowered with ``options`` (block sizes are the graph's) on ``hw``
+    (default: :func:`hardware`, the GPU this process tunes on).
 
         >>> from mirage_lab.examples import rms_norm_linear_fused
         >>> e = estimate(rms_norm_linear_fused(16, 4096, 4096, grid=128, forloop_range=16), CodegenOptions(mma=True))
         >>> e.launches, e.us > 0
         (1, True)
     """
-    return time_profile(profile(graph, options), hw)
+    return time_profile(profile(graph, options), hardware() if hw is None else hw)
+
+
+def hardware(device: str | None = None) -> Hardware:
+    """The model's constants for the CUDA device named ``device`` (default: this process's current device where
+    CUDA is already initialised, as in a tuner; else, e.g. in a search worker or without a GPU, the H100's).
+
+    A name containing one of :data:`KNOWN_GPUS`' keys gets its constants, any other the H100's.
+    ``MIRAGE_LAB_HBM_TBS`` (TB/s moved by a device-to-device copy) overrides the bandwidth.
+
+        >>> hardware("NVIDIA H200").hbm_bytes_us, hardware("NVIDIA H100 80GB HBM3").hbm_bytes_us
+        (3900000.0, 3000000.0)
+    """
+    import os
+    import sys
+
+    if device is None:
+        torch = sys.modules.get("torch")
+        try:
+            if torch is not None and torch.cuda.is_initialized():
+                device = torch.cuda.get_device_name(torch.cuda.current_device())
+        except Exception:  # noqa: BLE001 - a broken CUDA set-up: the H100's constants, the launch reports the rest
+            device = None
+    hw = next((h for key, h in KNOWN_GPUS if device and key in device), H100)
+    env = os.environ.get("MIRAGE_LAB_HBM_TBS")
+    if env:
+        try:
+            hw = replace(hw, hbm_bytes_us=float(env) * 1e6)
+        except ValueError:
+            raise MirageLabError(f"MIRAGE_LAB_HBM_TBS must be a number of TB/s, got {env!r}") from None
+    return hw
 
 
 def with_constants(hw: Hardware = H100, **values: float) -> Hardware:

@@ -91,3 +91,20 @@ def test_bad_input_names_the_fix():
         estimate("not a graph", CodegenOptions())
     with pytest.raises(MirageLabError, match="no constant named"):
         with_constants(warp_speed=9.0)
+
+
+def test_the_constants_are_the_tuning_gpus(monkeypatch):
+    # an H200 moves 3.9 TB/s in a device-to-device copy, an H100 3.0: the tuner estimates with its own GPU's
+    # constants (a search worker, or a process without CUDA, with the H100's)
+    from mirage_lab.pipeline.cost_model import H200, hardware
+
+    assert hardware("NVIDIA H200") == H200 and hardware("NVIDIA H100 80GB HBM3") == H100
+    assert hardware("Tesla T4") == H100 and hardware() == H100   # no CUDA initialised in this process
+    g = rms_norm_linear_fused(16, 4096, 4096, grid=128, forloop_range=16)
+    assert estimate(g, CodegenOptions(mma=True)) == estimate(g, CodegenOptions(mma=True), H100)
+    assert estimate(g, CodegenOptions(mma=True), H200).memory_us < estimate(g, CodegenOptions(mma=True), H100).memory_us
+    monkeypatch.setenv("MIRAGE_LAB_HBM_TBS", "2.5")
+    assert hardware("NVIDIA H200").hbm_bytes_us == 2.5e6
+    monkeypatch.setenv("MIRAGE_LAB_HBM_TBS", "fast")
+    with pytest.raises(MirageLabError, match="MIRAGE_LAB_HBM_TBS must be a number of TB/s, got 'fast'"):
+        hardware()
