@@ -436,6 +436,9 @@ def estimate(graph: KernelGraph, options: CodegenOptions, hw: Hardware | None = 
     return time_profile(profile(graph, options), hardware() if hw is None else hw)
 
 
+_DEVICE_NAMES: dict[int, str] = {}
+
+
 def hardware(device: str | None = None) -> Hardware:
     """The model's constants for the CUDA device named ``device`` (default: this process's current device where
     CUDA is already initialised, as in a tuner; else, e.g. in a search worker or without a GPU, the H100's).
@@ -453,7 +456,8 @@ def hardware(device: str | None = None) -> Hardware:
         torch = sys.modules.get("torch")
         try:
             if torch is not None and torch.cuda.is_initialized():
-                device = torch.cuda.get_device_name(torch.cuda.current_device())
+                index = torch.cuda.current_device()   # the name once per device: estimate() runs thousands of times
+                device = _DEVICE_NAMES.get(index) or _DEVICE_NAMES.setdefault(index, torch.cuda.get_device_name(index))
         except Exception:  # noqa: BLE001 - a broken CUDA set-up: the H100's constants, the launch reports the rest
             device = None
     hw = next((h for key, h in KNOWN_GPUS if device and key in device), H100)
