@@ -20,7 +20,7 @@ rho between estimate and measurement over the program's timed variants, and the 
 
 ``--resume FILE`` appends one JSON record per program as it finishes and skips the programs
 already there, so the suite runs in parts; a program whose run was killed reads as failed and is
-skipped too, unless ``--retry-failed``. ``--search-only`` runs only the search
+skipped too, unless ``--retry-failed``. The table (``--out``) then holds every program of the file. ``--search-only`` runs only the search
 (``superoptimize(tune=False)``, CPU is enough) and reports its seconds and candidates.
 """
 from __future__ import annotations
@@ -45,6 +45,14 @@ CALLS_PER_GRAPH = 40
 
 
 # ----------------------------------------------------------------------------------- records
+def table_rows(done: list[dict], selected: set[str], whole_file: bool) -> list[dict]:
+    """The records the table shows, in the suite's order: with ``--resume``, every program the file holds (a suite
+    run in parts, ``--only`` one part at a time, gets one table of all of them); without, the selected ones."""
+    order = {p.name: i for i, p in enumerate(suite.PROGRAMS)}
+    return sorted((r for r in done if whole_file or r["program"] in selected),
+                  key=lambda r: order.get(r["program"], 1 << 30))
+
+
 def load_records(path: Path | None) -> list[dict]:
     """The results in a ``--resume`` file, one per program (the last); a program that started and never
     finished (the process was killed, e.g. at a command's time limit) reads as a failure that says so."""
@@ -491,9 +499,7 @@ def main(argv: list[str] | None = None) -> int:
             torch._dynamo.reset()
             gc.collect()
             torch.cuda.empty_cache()
-    selected = {p.name for p in progs}
-    order = {p.name: i for i, p in enumerate(suite.PROGRAMS)}
-    rows = sorted((r for r in done if r["program"] in selected), key=lambda r: order.get(r["program"], 1 << 30))
+    rows = table_rows(done, {p.name for p in progs}, whole_file=a.resume is not None)
     md = search_table(rows) if a.search_only else gpu_table(rows)
     print(md, flush=True)
     if a.out:

@@ -175,6 +175,19 @@ def test_resume_file_keeps_the_last_record_and_marks_a_killed_run_as_failed(tmp_
     assert "never finished" in recs[("b", "gpu")]["error"] and recs[("a", "search-only")]["candidates"] == 2
 
 
+def test_a_suite_run_in_parts_gets_one_table_of_every_program_in_its_resume_file(tmp_path):
+    # the advice: run the suite in parts (--only, --resume); the last part's --out held only that part
+    import suite_bench
+
+    f = tmp_path / "r.jsonl"
+    names = [p.name for p in suite_bench.suite.PROGRAMS]
+    for n in (names[5], names[0]):
+        suite_bench.append_record(f, {"program": n, "mode": "gpu", "returned_us": 1.0})
+    done = suite_bench.load_records(f)
+    assert [r["program"] for r in suite_bench.table_rows(done, {names[5]}, whole_file=True)] == [names[0], names[5]]
+    assert [r["program"] for r in suite_bench.table_rows(done, {names[5]}, whole_file=False)] == [names[5]]
+
+
 def _gpu_record(name, returned, *, is_program=False, is_library=False, winner="μGraph", pairs=(), rho=None):
     return {"program": name, "dtype": "float16", "rel_err": 3e-4, "superoptimize_s": 40.0, "returned_us": returned,
             "eager_us": 20.0, "compile_us": 10.0, "max_autotune_us": None, "library_us": 8.0, "library": "sdpa",
