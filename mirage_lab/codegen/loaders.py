@@ -5,9 +5,14 @@ when it fits) and stored to shared memory as float32; part of :mod:`.block_kerne
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..ir.tiling import axis_of
-from .plan import AXIS_VARS, PREFETCH_WORDS, Loader, word_tile
+from .plan import AXIS_VARS, PREFETCH_WORDS, Loader, raw_word_pitch, word_tile
 from .source import Src, add, dot, mul, prod, row_strides, unravel
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..ir.block_graph import STensor
 
 
 class LoaderEmitter:
@@ -127,13 +132,17 @@ class LoaderEmitter:
             if not word_tile(ld) or ld.vw // 2 != 4:
                 continue
             name = self.bufname(t)
-            readers = self.consumers(t)
             if name in self.raw_a_pitch:
                 out[name] = self.raw_a_pitch[name]
-            elif self.async_b_tiles and readers and all(self.is_staged_mma(c) and c.inputs[1] is t
-                                                        and c.inputs[0] is not t for c in readers):
-                out[name] = tile[-1] // 2 + (4 - tile[-1] // 2) % 8
+            elif self.async_b_tiles and self.b_operand_only(t):
+                out[name] = raw_word_pitch(tile[-1])
         return out
+
+    def b_operand_only(self, t: "STensor") -> bool:
+        """Tile ``t`` is read, and only as the B operand of tensor-core staged matmuls."""
+        readers = self.consumers(t)
+        return bool(readers) and all(self.is_staged_mma(c) and c.inputs[1] is t and c.inputs[0] is not t
+                                     for c in readers)
 
     def is_async(self, ld: Loader) -> bool:
         return self.bufname(ld.out) in self.async_pitch
@@ -183,9 +192,8 @@ class LoaderEmitter:
             name = self.bufname(t)
             if not word_tile(ld) or name in self.async_pitch or tile[-1] % 8:
                 continue
-            readers = self.consumers(t)
-            if readers and all(self.is_staged_mma(c) and c.inputs[1] is t and c.inputs[0] is not t for c in readers):
-                out[name] = tile[-1] // 2 + (4 - tile[-1] // 2) % 8
+            if self.b_operand_only(t):
+                out[name] = raw_word_pitch(tile[-1])
         return out
 
     def raw_pitch(self, name: str) -> int:

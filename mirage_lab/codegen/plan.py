@@ -415,7 +415,7 @@ class KernelPlan:
             if readers and all(c.op_type == "matmul" and c.guid not in self.stream_of and c.inputs[0] is t
                                and c.inputs[1] is not t and staged_mma_fits(c, self.T, self.options)
                                for c in readers):
-                out[t.guid] = tile[-1] // 2 + (4 - tile[-1] // 2) % 8
+                out[t.guid] = raw_word_pitch(tile[-1])
         return out
 
     def buf(self, name: str, numel: int, region: str) -> Buf:
@@ -486,6 +486,16 @@ def word_tile(ld: Loader) -> bool:
 def mma_rows(m: int) -> int:
     """Rows of ``mma.m16n8k16`` tiles covering ``m`` rows: ``m`` rounded up to 16."""
     return -(-m // 16) * 16
+
+
+def raw_word_pitch(cols: int) -> int:
+    """Row pitch in 32-bit words of a 16-bit tile of ``cols`` columns kept as its loaded words: 4 mod 8, so each
+    row starts on 16 bytes and a warp's fragment reads of 8 rows x 4 words (or an ldmatrix's 8 rows) hit 32 banks.
+
+        >>> raw_word_pitch(64), raw_word_pitch(128)
+        (36, 68)
+    """
+    return cols // 2 + (4 - cols // 2) % 8
 
 
 def staged_mma_fits(op: "TBOp", threads: int, options: CodegenOptions, padded: bool = True) -> bool:
