@@ -236,7 +236,7 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
             return None
         names = [f"r{ld.index}_{j}{h}" for ld in staged for j in range(self.staged_vectors(ld)[1])
                  for h in ("", "h")[:1 + self.paired(ld)]]
-        names += [f"b{st.loader.index}_{u}" for st in streams for u, _ in self.stream_units(st, self.stream_rows(st))]
+        names += [f"b{st.loader.index}_{u}" for st in streams for u, *_ in self.stream_units(st, self.stream_rows(st))]
         return re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b") if names else None
 
     @staticmethod
@@ -337,7 +337,7 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
             self.emit_chain_loop(body, ch)
         for st in piped_streams:
             i = st.loader.index
-            units = [u for u, _ in self.stream_units(st, self.stream_rows(st))]
+            units = [u for u, *_ in self.stream_units(st, self.stream_rows(st))]
             if D == 1:
                 body("; ".join(f"b{i}_{u} = n{i}_{u}" for u in units))
             else:  # consumed: the same registers take the rows of iteration it + D
@@ -391,7 +391,7 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
                 self.issue_stream(first, st, self.stream_rows(st), it=str(k))
                 if D == 1:
                     i = st.loader.index
-                    first("; ".join(f"n{i}_{u} = b{i}_{u}" for u, _ in self.stream_units(st, self.stream_rows(st))))
+                    first("; ".join(f"n{i}_{u} = b{i}_{u}" for u, *_ in self.stream_units(st, self.stream_rows(st))))
             pro2.lines.extend(self.in_set(first.lines, ring, k, None))
         for st in p.streams:
             if st.mma and st.frag_owner:

@@ -18,6 +18,8 @@ Decides, from the μGraph alone:
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -190,6 +192,7 @@ class Stream:
     frag_offset: int = 0           # first word of this stream's A fragments in the int32 shared array
     frag_owner: bool = True        # this stream converts them (False: an earlier stream with the same A did)
     frag_direct: "Loader | None" = None  # A is this staged 16-bit loader tile: its loaded words are the pairs
+    CW: int = 1                    # column chunks of 8*vw per warp (> 1 where the warps cannot split N evenly)
 
     @property
     def phases(self) -> list[range]:
@@ -201,7 +204,7 @@ class Stream:
         """32-bit words of B each thread loads per iteration."""
         if self.mv:
             return 2 * 4 * self.KS  # two 16-byte loads per k-step
-        return (4 * self.KS if self.mma else self.KR) * max(1, self.vw // 2)
+        return (4 * self.KS * self.CW if self.mma else self.KR) * max(1, self.vw // 2)
 
     @property
     def frag_words(self) -> int:
@@ -369,6 +372,11 @@ class KernelPlan:
         ``vw`` instructions, and a warp covers ``8 * vw`` columns. Warps split the columns
         (NCW) and then the k-steps (G); the G partial sums are added after the loop.
 
+        Where no such split fits (80 columns over 4 warps: five 16-column chunks), each warp takes
+        ``CW`` chunks of ``8 * vw`` columns (``CW`` vector loads per row), so any N that is a multiple of
+        16 streams on tensor cores: the balanced column tiles of decode matmuls (LLaMA-3 70B's QKV, N =
+        10240 over 128 blocks: 80 columns) are often such widths.
+
         Where 64-column warps do not fit and ``options.mma_b16`` is set, the ``mv`` layout
         (32 columns per warp, 16-byte loads) comes before the 8-byte one: lane (g, t) loads
         rows 8h + g (h = 0, 1) of a k-step, columns 8t..8t+7. Word w of load h, across the
@@ -382,21 +390,24 @@ class KernelPlan:
             return None
         steps = K // 16
         layouts = [(8, False)] + ([(4, True)] if self.options.mma_b16 else []) + [(4, False), (2, False)]
-        for vw, mv in layouts:
-            if N % (8 * vw) or (8 if mv else vw) > ld.vw:
-                continue
-            NCW = N // (8 * vw)
-            if W % NCW:
-                continue
-            G = W // NCW
-            if steps % G:
-                continue
-            if not persistent and G * M * N > MAX_STREAM_RED_FLOATS:
-                continue
-            KS = steps // G
-            return Stream(ch, op, ld, M, K, N, vw, NCW, G, KS * 16, persistent,
-                          phase_rows=max(1, self.options.phase_words // (2 * vw)),
-                          mma=True, mv=mv, NCW=NCW, KS=KS, AR=4 if M > 8 else 2)
+        # first the layouts with one chunk per warp; then several chunks per warp, the widest vectors first
+        for several in (False, True):
+            for vw, mv in layouts:
+                if N % (8 * vw) or (8 if mv else vw) > ld.vw or (several and mv):
+                    continue
+                chunks = N // (8 * vw)
+                NCW = math.gcd(W, chunks) if several else chunks
+                if W % NCW or (several and NCW == chunks):
+                    continue
+                CW, G = chunks // NCW, W // NCW
+                if steps % G:
+                    continue
+                if not persistent and G * M * N > MAX_STREAM_RED_FLOATS:
+                    continue
+                KS = steps // G
+                return Stream(ch, op, ld, M, K, N, vw, NCW, G, KS * 16, persistent,
+                              phase_rows=max(1, self.options.phase_words // (2 * vw * CW)),
+                              mma=True, mv=mv, NCW=NCW, KS=KS, AR=4 if M > 8 else 2, CW=CW)
         return None
 
     # ------------------------------------------------------------------ buffers

@@ -45,8 +45,8 @@ class StreamEmitter:
 
     @staticmethod
     def partials(st: Stream) -> int:
-        """fp32 partial sums per thread: M x vw (FMA), or 4 accumulators of each of vw mma tiles."""
-        return 4 * st.vw if st.mma else st.M * st.vw
+        """fp32 partial sums per thread: M x vw (FMA), or 4 accumulators of each of the CW x vw mma tiles."""
+        return 4 * st.vw * st.CW if st.mma else st.M * st.vw
 
     @staticmethod
     def zero_array(s: Src, name: str, n: int) -> None:
@@ -54,24 +54,27 @@ class StreamEmitter:
             s("; ".join(f"{name}[{q}] = f32(0.0)" for q in range(z, min(n, z + 8))))
 
     @staticmethod
-    def stream_units(st: Stream, rows: range) -> list[tuple[str, int]]:
-        """(register suffix, row offset from the thread's first row) of each load of ``rows``.
+    def stream_units(st: Stream, rows: range) -> list[tuple[str, int, int]]:
+        """(register suffix, row offset from the thread's first row, column chunk) of each load of ``rows``.
 
         FMA layout: one row per unit, G rows apart. mma layout: ``rows`` are k-steps; four
-        rows (4t..4t+3 of the step) per step, steps 16*G rows apart; the movmatrix layout: two
-        rows (g and 8 + g of the step).
+        rows (4t..4t+3 of the step) per step, steps 16*G rows apart, one load per column chunk of
+        the warp (``CW``); the movmatrix layout: two rows (g and 8 + g of the step).
         """
         if st.mv:
-            return [(f"{j}_{h}", j * 16 * st.G + 8 * h) for j in rows for h in range(2)]
+            return [(f"{j}_{h}", j * 16 * st.G + 8 * h, 0) for j in rows for h in range(2)]
+        if st.mma and st.CW > 1:
+            return [(f"{j}_{q}c{c}", j * 16 * st.G + q, c) for j in rows for q in range(4) for c in range(st.CW)]
         if st.mma:
-            return [(f"{j}_{q}", j * 16 * st.G + q) for j in rows for q in range(4)]
-        return [(str(r), r * st.G) for r in rows]
+            return [(f"{j}_{q}", j * 16 * st.G + q, 0) for j in rows for q in range(4)]
+        return [(str(r), r * st.G, 0) for r in rows]
 
     def issue_stream(self, s: Src, st: Stream, rows: range, prefix: str = "b", it: str = "it") -> None:
         i = st.loader.index
         base = add(self.loader_word(st.loader, it), f"sw{i}")
-        for u, off in self.stream_units(st, rows):
-            s(f"{prefix}{i}_{u} = {self.load_expr(st.loader, add(base, str(off * self._rsw[i])))}")
+        chunk = 8 * st.vw // self.loader_unit(st.loader)   # words between a warp's column chunks
+        for u, off, c in self.stream_units(st, rows):
+            s(f"{prefix}{i}_{u} = {self.load_expr(st.loader, add(base, str(off * self._rsw[i] + c * chunk)))}")
 
     def stream_pipelined(self, st: Stream) -> bool:
         """Load iteration it+1's rows during iteration it (streams in order, within the word budget)."""
@@ -113,7 +116,8 @@ class StreamEmitter:
         i = st.loader.index
         cols = 8 * st.vw
         s.comment(f"{st.op.outputs[0].name} = matmul on tensor cores (mma.m16n8k16, {st.M} of 16 rows used): "
-                  f"B={st.loader.out.name} streamed into registers; {st.NCW} warp(s) x {cols} columns, "
+                  f"B={st.loader.out.name} streamed into registers; {st.NCW} warp(s) x "
+                  + (f"{st.CW} chunks of {cols} columns, " if st.CW > 1 else f"{cols} columns, ") +
                   f"{st.G} warp(s) along K, {st.KS} k-steps of 16 rows per warp and iteration"
                   + ("; B in 16-byte loads of rows g, g + 8, transposed into fragments by movmatrix" if st.mv else ""))
         s(f"ml{i} = tid % 32")
@@ -128,7 +132,7 @@ class StreamEmitter:
         if st.mv:  # first word of the lane's rows 16*mkw + mg (+8h) and columns mcw*32 + mt*8
             s(f"sw{i} = {add(mul(f'mkw{i}', 16 * rsw), mul(f'mg{i}', rsw), mul(f'mcw{i}', cols // unit), mul(f'mt{i}', 8 // unit))}")
         else:  # first word of the lane's rows 16*mkw + 4*mt (+q) and columns mcw*8*vw + mg*vw
-            s(f"sw{i} = {add(mul(f'mkw{i}', 16 * rsw), mul(f'mt{i}', 4 * rsw), mul(f'mcw{i}', cols // unit), mul(f'mg{i}', st.vw // unit))}")
+            s(f"sw{i} = {add(mul(f'mkw{i}', 16 * rsw), mul(f'mt{i}', 4 * rsw), mul(f'mcw{i}', st.CW * cols // unit), mul(f'mg{i}', st.vw // unit))}")
         # the lane's A fragments: word (step*AR + r)*32 + ((lane + 8*step + 4*(r // (AR/2))) & 31)
         s(f"mfa{i} = {add(str(st.frag_offset), mul(f'mkw{i}', st.AR * 32))}")
         self.zero_partials(s, st)
@@ -202,7 +206,7 @@ class StreamEmitter:
         if st.frag_owner and st.frag_direct is None:  # shared by streams with the same A (gated MLP)
             self.mma_fragments(s, st)
         self.stage(s, reads={f"frag{st.frag_offset}"})
-        s.comment(f"{st.op.outputs[0].name} partial sums on tensor cores: {st.KS} k-steps x {st.vw} mma.m16n8k16")
+        s.comment(f"{st.op.outputs[0].name} partial sums on tensor cores: {st.KS} k-steps x {st.vw * st.CW} mma.m16n8k16")
         if not st.persistent:
             self.zero_array(s, f"pa{i}", self.partials(st))
         mma = "mma_f16" if st.loader.dtype == "float16" else "mma_bf16"
@@ -226,18 +230,19 @@ class StreamEmitter:
                         s(f"{', '.join(acc)} = {mma}({', '.join(regs)}, movt(b{i}_{j}_0[{c}]), "
                           f"movt(b{i}_{j}_1[{c}]), {', '.join(acc)})")
                     continue
-                for c in range(st.vw):
-                    w = (lambda q: f"b{i}_{j}_{q}[{c // 2}]") if nw > 1 else (lambda q: f"b{i}_{j}_{q}")
+                for cc in range(st.vw * st.CW):   # tile cc: column cc % vw of chunk cc // vw
+                    c, ch = cc % st.vw, (f"c{cc // st.vw}" if st.CW > 1 else "")
+                    w = (lambda q: f"b{i}_{j}_{q}{ch}[{c // 2}]") if nw > 1 else (lambda q: f"b{i}_{j}_{q}{ch}")
                     pk = "pkl" if c % 2 == 0 else "pkh"
-                    acc = [f"pa{i}[{4 * c + r}]" for r in range(4)]
+                    acc = [f"pa{i}[{4 * cc + r}]" for r in range(4)]
                     s(f"{', '.join(acc)} = {mma}({', '.join(regs)}, {pk}({w(0)}, {w(1)}), {pk}({w(2)}, {w(3)}), "
                       f"{', '.join(acc)})")
 
     def mma_write_partials(self, s: Src, st: Stream, rows: range, red: Buf) -> None:
         """Each warp's accumulators -> ``red[kgroup, m - rows.start, n]`` for the rows in ``rows``.
 
-        Lane (g, t), tile c: accumulators 0, 1 are row g, columns (2t, 2t+1)*vw + c of the warp's
-        8*vw (movmatrix layout: 8t + 2c, 8t + 2c + 1); 2, 3 are row g + 8.
+        Lane (g, t), tile c of chunk h: accumulators 0, 1 are row g, columns (2t, 2t+1)*vw + c of the
+        chunk's 8*vw (movmatrix layout: 8t + 2c, 8t + 2c + 1); 2, 3 are row g + 8.
         """
         i = st.loader.index
         MC, N, vw = len(rows), st.N, st.vw
@@ -248,14 +253,15 @@ class StreamEmitter:
                 continue
             row = add(f"mg{i}", str(lo - m0))
             with s.block(f"if {m0 - lo} <= mg{i} < {mend - lo}:") if (lo < m0 or hi > mend) else nullcontext():
-                for c in range(vw):
+                for cc in range(vw * st.CW):
+                    c, chunk = cc % vw, cc // vw
                     for u in range(2):
                         if st.mv:
                             n = add(mul(f"mcw{i}", 32), mul(f"mt{i}", 8), str(2 * c + u))
                         else:
-                            n = add(mul(f"mcw{i}", 8 * vw), mul(f"mt{i}", 2 * vw), str(u * vw + c))
+                            n = add(mul(f"mcw{i}", 8 * vw * st.CW), mul(f"mt{i}", 2 * vw), str(chunk * 8 * vw + u * vw + c))
                         idx = add(mul(f"mkw{i}", MC * N), mul(f"({row})" if row != f"mg{i}" else row, N), n)
-                        s(f"{self.ref_buf(red, idx)} = pa{i}[{4 * c + 2 * h + u}]")
+                        s(f"{self.ref_buf(red, idx)} = pa{i}[{4 * cc + 2 * h + u}]")
 
     def reduce_buf(self, st: Stream, rows: int, region: str) -> Buf:
         """The k-groups' partial sums of ``rows`` rows of the product, for the cross-thread reduction."""

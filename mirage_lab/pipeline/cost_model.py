@@ -156,7 +156,7 @@ def _registers(streams, options: CodegenOptions) -> int:
     for s in streams.values():
         words = max(1, s.vw // 2)
         if s.mma:
-            n += 4 * s.vw * max(1, -(-s.M // 16)) + words * 2
+            n += (4 * s.vw * max(1, -(-s.M // 16)) + words * 2) * s.CW
         else:
             n += s.M * s.vw + min(s.phase_rows, s.K // max(1, s.G)) * words
     return n
@@ -267,7 +267,7 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
             s = streams.get(op.guid)
             if s is not None and s.mma:
                 mma_flops += 2 * 16 * ceil(M / 16) * K * N * batch
-                instr[post] += K // max(1, s.G) // 8   # B rows a lane loads and converts
+                instr[post] += K // max(1, s.G) // 8 * s.CW   # B rows a lane loads and converts, per column chunk
                 if s.frag_owner and s.frag_direct is None:   # A packed into 16-bit pairs each iteration
                     words = ceil(M * K / 2 / T)
                     instr[post] += 3 * words

@@ -162,6 +162,13 @@ CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [
     ("gated_mlp_m32_long_k", lambda: gated_mlp_fused(32, 1280, 64, grid=2, forloop_range=2), randn_inputs(0.25)),
     # 64 x 64 per block over 4 warps: a 2 x 4 block of tiles a warp, its k loop kept rolled (8 mma a step)
     ("gated_mlp_m64_rolled", lambda: gated_mlp_fused(64, 128, 128, grid=2, forloop_range=2), randn_inputs(0.5)),
+    # tensor-core streams whose warps cannot split the block's columns evenly (plan.Stream.CW): 80 columns
+    # over 4 warps are five 16-column chunks, all in each warp, the warps along K; a gated MLP's two streams of
+    # 48 columns (three chunks a warp, sharing A's fragments); 384 columns as 2 warps x three 64-column chunks
+    ("rms_norm_linear_80_columns", lambda: rms_norm_linear_fused(8, 128, 160, grid=2, forloop_range=2), randn_inputs()),
+    ("gated_mlp_48_columns", lambda: gated_mlp_fused(4, 128, 96, grid=2, forloop_range=2), randn_inputs(0.5)),
+    ("rms_norm_linear_384_columns", lambda: rms_norm_linear_fused(4, 64, 384, grid=1, forloop_range=2),
+     randn_inputs()),
     # split-K: partial sums on a (splits, column blocks) grid, then a combine kernel looping over them
     ("split_k_l2_norm", lambda: matmul_split_k(4, 64, 64, splits=4, col_blocks=2, forloop_range=2, l2_norm=True),
      randn_inputs()),

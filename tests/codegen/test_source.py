@@ -311,3 +311,29 @@ def test_staged_tensor_core_matmul_pads_rows_to_16_and_never_stores_the_padding(
     text = "".join(src.values())
     assert text.count("(71 rows padded to 80)") == 2
     assert "min(" in text and "< 71:" in text       # padded rows read row 70 again; their results are not stored
+
+
+def test_tensor_core_streams_of_columns_the_warps_cannot_split_evenly() -> None:
+    """LLaMA-3 70B's QKV at decode (8 x 8192 x 10240) over 128 blocks, one wave of the H100/H200's 132 SMs: each
+    block owns 80 columns, five 16-column chunks that 4 warps cannot share out. Every warp takes all five (five
+    4-byte loads per row, 10 mma per k-step) and the warps split K; before, such widths fell back to FMA."""
+    from mirage_lab.codegen.block_kernel import _Emitter
+    from mirage_lab.pipeline.cost_model import H200, estimate
+
+    g = rms_norm_linear_fused(8, 8192, 10240, grid=128, forloop_range=64)
+    bg = g.customized_ops[0].block_graph
+    (st,) = _Emitter(bg, "k", CodegenOptions(mma=True)).p.streams
+    assert st.mma and (st.vw, st.NCW, st.CW, st.G) == (2, 1, 5, 4)
+    assert st.words == 4 * st.KS * st.CW          # one word per row and chunk
+    src, info = emit_block_kernel(bg, "k", CodegenOptions(mma=True))
+    assert info.streamed_inputs == [1] and "5 chunks of 16 columns" in src
+    loop = src[src.index("for it in range("):]
+    assert loop.count("= mma_f16(") == 10 * st.KS
+    assert all(f"b1_0_3c{c} = in1[" in src for c in range(5))
+    # the tensor-core lowering is now what the cost model rates, not the FMA one (3x slower)
+    e_mma, e_fma = estimate(g, CodegenOptions(mma=True), H200), estimate(g, CodegenOptions(), H200)
+    assert e_mma.us < e_fma.us / 2
+    # widths the warps do split keep their layout: 128 columns, 2 warps of 64 columns (one chunk each), 2 along K
+    (st128,) = _Emitter(rms_norm_linear_fused(8, 8192, 10240, grid=80, forloop_range=64).customized_ops[0]
+                        .block_graph, "k", CodegenOptions(mma=True)).p.streams
+    assert (st128.CW, st128.NCW, st128.G) == (1, 2, 2)
