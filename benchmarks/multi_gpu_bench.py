@@ -151,14 +151,22 @@ def _tune_on_cluster(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespac
                    f"{rec['moved_measured']}/{len(moved_vars)} of their variants measured elsewhere"
                    if kstate["victim"] else ""))
         out["tune_s"] = tune_total if batch_s is None else batch_s
+        # how busy the GPUs were: seconds of GPU tasks (starts, units) per worker, summed over the programs
+        busy: dict[str, float] = {}
+        for x in out["programs"].values():
+            for row in x.get("calibration", []):
+                busy[row["worker"]] = busy.get(row["worker"], 0.0) + row.get("gpu_task_s", 0.0)
+        out["gpu_task_s"] = busy
+        log(f"   N={n_gpus}: GPU tasks per worker " + ", ".join(f"{v:.1f} s" for v in busy.values())
+            + f" of {out['tune_s']:.1f} s")
 
 
 def table(runs: list[dict], device: str) -> str:
     base = runs[0]
     lines = [f"Tuning wall time on {device}, {datetime.date.today()} (benchmarks/multi_gpu_bench.py)", "",
              "| GPUs | workers | tuning s | speed-up vs 1 | per GPU vs linear | variants measured | measured / s | "
-             "throughput vs 1 | per GPU vs linear | winners as N=1 |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "throughput vs 1 | per GPU vs linear | winners as N=1 | GPU tasks s per worker |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
 
     def rate(r: dict) -> float:   # the tuning stops adaptively or at tune_seconds: N GPUs may measure more
         return sum(x.get("measured", 0) for x in r["programs"].values()) / r["tune_s"] if r.get("tune_s") else float("nan")
@@ -169,7 +177,8 @@ def table(runs: list[dict], device: str) -> str:
         same = [n for n, x in r["programs"].items() if x.get("winner") == base["programs"].get(n, {}).get("winner")]
         lines.append(f"| {r['gpus']} | {r['workers']} | {r.get('tune_s', float('nan')):.1f} | {sp:.2f}× | "
                      f"{sp / r['gpus']:.2f} | {sum(x.get('measured', 0) for x in r['programs'].values())} | "
-                     f"{rate(r):.3f} | {tp:.2f}× | {tp / r['gpus']:.2f} | {len(same)}/{len(r['programs'])} |")
+                     f"{rate(r):.3f} | {tp:.2f}× | {tp / r['gpus']:.2f} | {len(same)}/{len(r['programs'])} | "
+                     + " / ".join(f"{v:.0f}" for v in r.get("gpu_task_s", {}).values()) + " |")
     lines += ["", "Calibration (µs per launch, median of 50 batches of 10 after 0.2 s of warm-up; copy 256 MiB, fp16 matmul 2048³), the largest run:", "",
               "| worker | device | copy µs | matmul µs |", "|---|---|---:|---:|"]
     last = runs[-1]

@@ -1,11 +1,13 @@
 """Tuning spread over a Dask cluster: GPU workers pull small units of variants; the one-GPU winner rule picks.
 
 Every worker that declares the resource ``GPU`` (one worker per GPU: ``dask worker ...
---nthreads 1 --resources GPU=1`` with ``CUDA_VISIBLE_DEVICES`` set to its card, or
+--nthreads 8 --resources GPU=1`` with ``CUDA_VISIBLE_DEVICES`` set to its card, or
 :func:`local_gpu_cluster` on one machine) first times a calibration pair (:mod:`.calibration`),
 builds the measuring inputs and races the program's own lowerings; then it takes units of the
 planned variants as it finishes the last (:mod:`.scheduling`): each compiled on the cluster's
-``CPU`` workers or a pool of its host's cores, checked and timed on its GPU. A worker lost
+``CPU`` workers or, ahead of its turn, in a pool of its host's cores (a compile task on one of
+the GPU worker's other threads: the ``GPU`` resource keeps one GPU task at a time), checked and
+timed on its GPU. A worker lost
 mid-run gives its units to another, and the report's :class:`ClusterRun` says which moved.
 Results come back as JSON (:mod:`.codec`) and are filed by plan position; the caller applies the
 one-process stopping rule over all of them and the one-process winner rule. Timings are
@@ -37,6 +39,7 @@ from .scheduling import Move, UnitScheduler, make_units, unit_size
 from .stopping import STOP_MARGIN
 
 RESOURCE = "GPU"      # the worker resource that marks one GPU
+GPU_WORKER_THREADS = 8  # a GPU worker's threads: its GPU tasks one at a time (the resource), compiles on the others
 CPU_RESOURCE = "CPU"  # the worker resource that marks a compile worker
 _CLIENTS: dict[str, Any] = {}
 
@@ -82,7 +85,7 @@ def cluster_device(client: Any) -> dict[str, Any]:
     workers = gpu_workers(client)
     if not workers:
         raise MirageLabError(f"the cluster has no worker with the resource {RESOURCE!r}: start one per GPU with "
-                             f"`dask worker <scheduler> --nthreads 1 --resources {RESOURCE}=1`")
+                             f"`dask worker <scheduler> --nthreads 8 --resources {RESOURCE}=1`")
     infos = client.run(_device_json, workers=workers)
     kinds = {v for v in infos.values()}
     if len(kinds) > 1:
@@ -100,7 +103,10 @@ def _device_json() -> str:
 # ----------------------------------------------------------------------------- what the report says of the run
 @dataclass
 class WorkerRecord:
-    """One GPU worker of the run: its GPU, its calibration times, what it measured, whether it was lost."""
+    """One GPU worker of the run: its GPU, its calibration times, what it measured, whether it was lost.
+
+    ``gpu_task_s``: seconds its GPU tasks of this run took (start, units; the units' compiles excluded where
+    they ran ahead), so the report shows how busy each GPU was against the tuning's wall time."""
 
     address: str
     device: str = ""
@@ -108,6 +114,7 @@ class WorkerRecord:
     units: int = 0
     variants: int = 0
     lost: bool = False
+    gpu_task_s: float = 0.0
 
 
 @dataclass
@@ -130,7 +137,7 @@ class ClusterRun:
     def rows(self) -> list[dict[str, Any]]:
         """One flat record per worker (JSON-ready): the calibration table."""
         return [{"worker": w.address, "device": w.device, "units": w.units, "variants": w.variants, "lost": w.lost,
-                 **{k: round(v, 2) for k, v in (w.calibration or {}).items() if k.endswith("_us")}}
+                 "gpu_task_s": round(w.gpu_task_s, 2), **{k: round(v, 2) for k, v in (w.calibration or {}).items() if k.endswith("_us")}}
                 for w in self.workers]
 
 
@@ -382,16 +389,20 @@ def _start_task(run_id: str, spec: dict[str, Any], reference: bool) -> str:
     Only the reference worker races every lowering (torch.compile's compile takes tens of seconds of
     CPU); the others race the plain torch lowering, whose error sets the accuracy bar (as on one GPU).
     """
-    return dumps(encode(_session(run_id, spec, reference).info()))
+    t0 = time.perf_counter()
+    info = _session(run_id, spec, reference).info()
+    return dumps(encode({**info, "task_s": time.perf_counter() - t0}))
 
 
 def _measure_task(run_id: str, spec: dict[str, Any], items_json: str,
                   compiled: dict[int, tuple[float, str | None]] | None) -> str:
     """One unit on a GPU worker: its variants compiled, checked and timed; the results as JSON."""
+    t0 = time.perf_counter()
     s = _session(run_id, spec)
     out = s.measure(decode(json.loads(items_json)), compiled, s.ready + spec["tune_seconds"])
     # the program's lowerings raced so far (torch.compile joins once built): the stop rule's bar
-    return dumps(encode({"worker": _worker_address(), "results": out, "programs": s.tn.programs}))
+    return dumps(encode({"worker": _worker_address(), "results": out, "programs": s.tn.programs,
+                         "task_s": time.perf_counter() - t0}))
 
 
 def _compile_task(items_json: str, cache_dir: str | None) -> dict[int, tuple[float, str | None]]:
@@ -404,6 +415,32 @@ def _compile_task(items_json: str, cache_dir: str | None) -> dict[int, tuple[flo
         _, secs, err = compile_and_launch((gi, r.variant.graph.to_json(), cache_dir, r.variant.options.astuple()))
         out[gi] = (secs, err)
     return out
+
+
+def _host_compile_task(items_json: str, cache_dir: str | None, compile_workers: int | None,
+                       gpus_per_host: int) -> dict[int, tuple[float, str | None]]:
+    """On a GPU worker, beside its GPU task: a unit's variants compiled in parallel in the worker's pool of processes.
+
+    Sent when the unit is assigned, so it compiles while the GPU measures the units before it. Compiled
+    inside the measure task instead, a unit waited for its own compiles with the GPU idle, and only its
+    few variants compiled at once: units shrink to spread a short plan over more GPUs (``unit_size``), so
+    2 H200s measured 8 programs' first 8 variants no faster than one (2026-11-29 (g))."""
+    import multiprocessing as mp
+
+    from ..runtime.kernel import compile_and_launch
+    from ..runtime.paths import simulator_active
+
+    stop_worker_profiler()
+    items = decode(json.loads(items_json))
+    if simulator_active():   # the simulator compiles as it checks (as the one-process tuner does there)
+        return {gi: (0.0, None) for gi, _ in items}
+    args = [(gi, r.variant.graph.to_json(), cache_dir, r.variant.options.astuple()) for gi, r in items]
+    if len(args) == 1 or mp.current_process().daemon:
+        done = [compile_and_launch(a) for a in args]
+    else:
+        n = compile_workers or max(1, usable_cpus() // max(1, gpus_per_host))
+        done = list(_compile_pool(n).imap_unordered(compile_and_launch, args))
+    return {gi: (secs, err) for gi, secs, err in done}
 
 
 def _final_task(run_id: str, indices: list[int], final_repeats: int, reference: bool, baselines: str | bool) -> str:
@@ -503,7 +540,8 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
     (``calibrate``; ``None`` skips it): a GPU more than 3 % from the median is warned about.
 
     Compiles run on the cluster's ``CPU`` workers where it has some (they must share the GPU
-    hosts' kernel cache), else in a pool of ``workers`` processes on each GPU worker's host.
+    hosts' kernel cache), else in a pool of ``workers`` processes on each GPU worker's host, sent
+    to the worker when its unit is (it compiles on its other threads while its GPU measures).
     ``timer``: the hook the tests use to give fake timings (a picklable object with the
     :class:`~.contenders.Timer` methods; default CUDA-graph timing on each worker's GPU).
 
@@ -616,10 +654,13 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                     sched.skip(w, unit.id)
                     continue
                 items = dumps(encode([(i, results[i]) for i in todo]))
-                compiled = None
                 if compilers:
                     compiled = client.submit(_compile_task, items, spec["cache_dir"], resources={CPU_RESOURCE: 1},
                                              pure=False, key=f"{run_id}-compile-{unit.id}-{time.time_ns()}")
+                else:   # on the worker's host, on another of its threads, while its GPU measures the units before
+                    compiled = client.submit(_host_compile_task, items, spec["cache_dir"], spec["compile_workers"],
+                                             spec["gpus_per_host"], workers=[w], allow_other_workers=False,
+                                             pure=False, key=f"{run_id}-hostcompile-{unit.id}-{time.time_ns()}")
                 f = client.submit(_measure_task, run_id, spec_for(w), items, compiled, workers=[w],
                                   resources={RESOURCE: 1}, pure=False, key=f"{run_id}-unit-{unit.id}-{time.time_ns()}")
                 futs[f] = ("unit", w, unit.id)
@@ -668,9 +709,11 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                     if budget_from is None:   # as on one GPU, torch.compile's own compile is not in the budget
                         budget_from = time.monotonic()
                     records[w].device, records[w].calibration = payload["device"], payload["calibration"]
+                    records[w].gpu_task_s += payload.get("task_s", 0.0)
                     continue
                 sched.done(w, uid)  # type: ignore[arg-type]
                 records[w].units += 1
+                records[w].gpu_task_s += payload.get("task_s", 0.0)
                 if w in infos and payload.get("programs"):
                     infos[w]["programs"] = payload["programs"]
                 for gi, r in payload["results"]:
@@ -800,7 +843,8 @@ def local_gpu_cluster(gpus: int | Sequence[int] | None = None, *, per_gpu: int =
                       env: dict[str, str] | None = None, silence_logs: int | bool = 30) -> Any:
     """A Dask cluster on this machine for :func:`autotune_on_cluster`: one worker process per GPU, pinned to it.
 
-    Each worker has one thread, the resource ``GPU=1`` and ``CUDA_VISIBLE_DEVICES`` set to its card
+    Each GPU worker has ``GPU_WORKER_THREADS`` threads (one runs its GPU tasks, the resource allows no second; the
+    others wait on compiles in its pool), the resource ``GPU=1`` and ``CUDA_VISIBLE_DEVICES`` set to its card
     (``gpus``: a count, the device numbers, or every visible GPU); ``per_gpu`` workers share each
     card (to check the protocol on one GPU); ``cpu_workers`` adds compile workers (``CPU=1``);
     ``env``: more environment for every worker process (e.g. ``MIRAGE_LAB_CACHE``).
@@ -838,7 +882,7 @@ def local_gpu_cluster(gpus: int | Sequence[int] | None = None, *, per_gpu: int =
             return await super().close(timeout=timeout, reason=reason)
 
     workers: dict[str, Any] = {
-        f"gpu{d}-{k}": {"cls": PatientNanny, "options": {"nthreads": 1, "resources": {RESOURCE: 1},
+        f"gpu{d}-{k}": {"cls": PatientNanny, "options": {"nthreads": GPU_WORKER_THREADS, "resources": {RESOURCE: 1},
                                                   "env": {**(env or {}), "CUDA_VISIBLE_DEVICES": str(d)}}}
         for d in ids for k in range(per_gpu)}
     workers.update({f"cpu{k}": {"cls": PatientNanny, "options": {"nthreads": 1, "resources": {CPU_RESOURCE: 1},

@@ -16,7 +16,7 @@ from proc_helpers import run_python
 CLUSTER = '''
 import faulthandler, json, mirage_lab as mi
 faulthandler.dump_traceback_later(480, exit=True)   # a hang prints every thread's stack (run_python shows it)
-from dask.distributed import Client, LocalCluster
+from dask.distributed import Client, LocalCluster, get_task_stream
 from mirage_lab import examples as ex
 from mirage_lab.pipeline.autotune import TuneStarted, VariantDone
 from mirage_lab.pipeline.cache import CacheHit
@@ -25,16 +25,23 @@ with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={
                   dashboard_address=":0") as lc, Client(lc) as client:
     for run in ("first", "again"):
         ev = []
-        best = ex.rms_norm_linear_program(4, 64, 64).superoptimize(
-            cluster=client, max_candidates=2, tune_seconds=600, on_event=ev.append, progress=False, **SMALL)
+        with get_task_stream(client) as ts:
+            best = ex.rms_norm_linear_program(4, 64, 64).superoptimize(
+                cluster=client, max_candidates=2, tune_seconds=600, on_event=ev.append, progress=False, **SMALL)
         rep = best.report
+        # each unit's compile: a task of its own, on the worker that measures the unit (ahead of its turn there)
+        tasks = [(t["key"] if isinstance(t["key"], str) else str(t["key"]), t["worker"]) for t in ts.data]
+        unit_of = lambda k, kind: k.split(f"-{kind}-")[1].rsplit("-", 1)[0] if f"-{kind}-" in k else None
         out[run] = {"hits": [e.layer for e in ev if isinstance(e, CacheHit)],
                     "started": [e.variants for e in ev if isinstance(e, TuneStarted)],
                     "done": sum(isinstance(e, VariantDone) for e in ev),
                     "candidates": sorted({r.variant.candidate for r in rep.results}),
                     "checked": sum(r.rel_err is not None for r in rep.results), "device": rep.device,
                     "planned": len(rep.results), "tried": sum(r.compile_s is not None for r in rep.results),
-                    "winner": rep.best.variant.tag, "same": best.graph is rep.best.variant.graph}
+                    "winner": rep.best.variant.tag, "same": best.graph is rep.best.variant.graph,
+                    "units": sorted((unit_of(k, "unit"), w) for k, w in tasks if unit_of(k, "unit")),
+                    "compiles": sorted((unit_of(k, "hostcompile"), w) for k, w in tasks if unit_of(k, "hostcompile")),
+                    "compiled_on": rep.cluster.compiled_on if rep.cluster else None}
     out["profiling"] = client.run(lambda dask_worker: [dask_worker.periodic_callbacks[n].is_running()
                                                        for n in ("profile", "profile-cycle")])
     try:
@@ -55,6 +62,8 @@ def test_a_local_cluster_tunes_shares_of_the_candidates_and_the_result_is_cached
     assert first["hits"] == [] and first["candidates"] == [0, 1]    # both workers' shares, numbered as the caller's
     assert first["started"] == [first["planned"]] and first["done"] == first["tried"] >= 2   # each tried one reported
     assert first["checked"] >= 2 and first["device"] == "CUDA simulator" and first["same"]
+    assert first["units"] and first["compiles"] == first["units"], first    # one compile task per unit, same worker
+    assert first["compiled_on"] == "each GPU worker's host"
     assert again["hits"] == ["search", "tuning"] and not again["started"] and again["winner"] == first["winner"]
     assert "GPU=1" in r["no_gpu_error"]
     assert r["profiling"] and not any(any(v) for v in r["profiling"].values())   # stopped on every GPU worker
