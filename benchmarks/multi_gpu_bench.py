@@ -142,9 +142,14 @@ def _tune_on_cluster(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespac
                    "stop_reason": rep.stop_reason, "calibration": run.rows(), "warnings": run.calibration_warnings,
                    "moved_units": len(run.moved), "moved_variants": len(moved_vars),
                    "moved_measured": sum(rep.results[i].compile_s is not None for i in moved_vars),
-                   "killed": kstate["victim"]}
+                   "killed": kstate["victim"],
+                   # the program's own lowerings: torch.compile's build (s; prewarm_s: a child process's part)
+                   "program_lowerings": [(q.lowering, q.median_us, q.compile_s, q.prewarm_s) for q in rep.programs]}
             out["programs"][p.name] = rec
+            builds = ", ".join(f"{q[0]} {q[2] or 0:.0f} s" + (f" (child {q[3]:.0f} s)" if q[3] else "")
+                               for q in rec["program_lowerings"] if q[0] != "torch")
             log(f"    N={n_gpus}: {p.name} {secs:.1f} s, winner {rec['winner']} ({rep.chosen_us or float('nan'):.2f} µs), "
+                f"built {builds}, "
                 f"{rec['measured']}/{rec['variants']} measured, compiles {rec['compile_s_sum']:.0f} s summed, "
                 f"stop: {rec['stop_reason']}"
                 + (f"; killed {kstate['victim']}: {len(run.moved)} units moved, "

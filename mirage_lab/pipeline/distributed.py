@@ -234,13 +234,25 @@ def gpu_lock_path() -> str:
     return os.path.join(tempfile.gettempdir(), f"mirage_lab-gpu-{safe}.lock")
 
 
+_WARMUPS: list[Any] = []   # this worker process's torch.compile builds (ProgramWarmup), for runs tuned at once
+
+
 def _compile_warmup(program: KernelGraph, lowerings: Sequence[str], sim: bool) -> Any:
-    """torch.compile of the program built in a background thread, when this worker races it (on a GPU)."""
+    """torch.compile of the program built in a background thread, when this worker races it (on a GPU).
+
+    Where another run's build is still going in this process, the long part goes to a child process
+    first (:mod:`.prewarm`) and the thread then hits inductor's caches: builds in threads of one process
+    take turns on its GIL, and a run cannot finish before its torch.compile is timed (2 H200s, 8 programs
+    at once: each reference worker's 4-8 builds set the tuning's wall, the GPUs busy half of it)."""
     if sim or "torch.compile" not in lowerings:
         return None
     from .contenders import ProgramWarmup
+    from .prewarm import Prewarm
 
-    return ProgramWarmup(program, "torch.compile")
+    _WARMUPS[:] = [w for w in _WARMUPS if w._thread.is_alive()]
+    w = ProgramWarmup(program, "torch.compile", prewarm=Prewarm(program, "cuda") if _WARMUPS else None)
+    _WARMUPS.append(w)
+    return w
 
 
 class _WorkerSession:
@@ -298,18 +310,8 @@ class _WorkerSession:
 
     def _compile_here(self, items: list[tuple[int, Any]]) -> Any:
         """``(index, seconds, error)`` as each variant compiles: in this host's pool of processes, or here."""
-        import multiprocessing as mp
-
-        from ..runtime.kernel import compile_and_launch
-
-        if self.sim:   # the simulator compiles as it checks (as the one-process tuner does there)
-            return ((gi, 0.0, None) for gi, _ in items)
-        args = [(gi, r.variant.graph.to_json(), self.spec["cache_dir"], r.variant.options.astuple()) for gi, r in items]
-        if len(items) == 1 or mp.current_process().daemon:
-            # one variant gains nothing from a pool; a daemonic worker (dask's default) may not start processes
-            return (compile_and_launch(a) for a in args)
-        n = self.spec["compile_workers"] or max(1, usable_cpus() // max(1, self.spec["gpus_per_host"]))
-        return _compile_pool(n).imap_unordered(compile_and_launch, args)
+        return _compile_on_host(items, self.spec["cache_dir"], self.spec["compile_workers"], self.spec["gpus_per_host"],
+                                self.sim)
 
     def measure(self, items: list[tuple[int, Any]], compiled: dict[int, tuple[float, str | None]] | None,
                 deadline: float) -> list[tuple[int, Any]]:
@@ -425,22 +427,30 @@ def _host_compile_task(items_json: str, cache_dir: str | None, compile_workers: 
     inside the measure task instead, a unit waited for its own compiles with the GPU idle, and only its
     few variants compiled at once: units shrink to spread a short plan over more GPUs (``unit_size``), so
     2 H200s measured 8 programs' first 8 variants no faster than one (2026-11-29 (g))."""
-    import multiprocessing as mp
-
-    from ..runtime.kernel import compile_and_launch
     from ..runtime.paths import simulator_active
 
     stop_worker_profiler()
-    items = decode(json.loads(items_json))
-    if simulator_active():   # the simulator compiles as it checks (as the one-process tuner does there)
-        return {gi: (0.0, None) for gi, _ in items}
-    args = [(gi, r.variant.graph.to_json(), cache_dir, r.variant.options.astuple()) for gi, r in items]
-    if len(args) == 1 or mp.current_process().daemon:
-        done = [compile_and_launch(a) for a in args]
-    else:
-        n = compile_workers or max(1, usable_cpus() // max(1, gpus_per_host))
-        done = list(_compile_pool(n).imap_unordered(compile_and_launch, args))
+    done = _compile_on_host(decode(json.loads(items_json)), cache_dir, compile_workers, gpus_per_host,
+                            simulator_active())
     return {gi: (secs, err) for gi, secs, err in done}
+
+
+def _compile_on_host(items: list[tuple[int, Any]], cache_dir: str | None, compile_workers: int | None,
+                     gpus_per_host: int, sim: bool) -> Any:
+    """``(index, seconds, error)`` as each of a unit's variants compiles, in this worker process's pool
+    (``compile_workers`` processes, default this host's cores / its GPU workers), or here."""
+    import multiprocessing as mp
+
+    from ..runtime.kernel import compile_and_launch
+
+    if sim:   # the simulator compiles as it checks (as the one-process tuner does there)
+        return ((gi, 0.0, None) for gi, _ in items)
+    args = [(gi, r.variant.graph.to_json(), cache_dir, r.variant.options.astuple()) for gi, r in items]
+    if len(items) == 1 or mp.current_process().daemon:
+        # one variant gains nothing from a pool; a daemonic worker (dask's default) may not start processes
+        return (compile_and_launch(a) for a in args)
+    n = compile_workers or max(1, usable_cpus() // max(1, gpus_per_host))
+    return _compile_pool(n).imap_unordered(compile_and_launch, args)
 
 
 def _final_task(run_id: str, indices: list[int], final_repeats: int, reference: bool, baselines: str | bool) -> str:
