@@ -234,25 +234,17 @@ def gpu_lock_path() -> str:
     return os.path.join(tempfile.gettempdir(), f"mirage_lab-gpu-{safe}.lock")
 
 
-_WARMUPS: list[Any] = []   # this worker process's torch.compile builds (ProgramWarmup), for runs tuned at once
-
-
 def _compile_warmup(program: KernelGraph, lowerings: Sequence[str], sim: bool) -> Any:
     """torch.compile of the program built in a background thread, when this worker races it (on a GPU).
 
-    Where another run's build is still going in this process, the long part goes to a child process
-    first (:mod:`.prewarm`) and the thread then hits inductor's caches: builds in threads of one process
-    take turns on its GIL, and a run cannot finish before its torch.compile is timed (2 H200s, 8 programs
-    at once: each reference worker's 4-8 builds set the tuning's wall, the GPUs busy half of it)."""
+    Runs tuned at once build theirs in threads of one process. A process's first build is the long one: with 8
+    programs on 2 workers of one H200 each worker's first took 24 and 9.7 s, the six others 0.6-1.7 s (2026-11-29
+    (g), call G), so they stay here rather than go to child processes that would each start cold."""
     if sim or "torch.compile" not in lowerings:
         return None
     from .contenders import ProgramWarmup
-    from .prewarm import Prewarm
 
-    _WARMUPS[:] = [w for w in _WARMUPS if w._thread.is_alive()]
-    w = ProgramWarmup(program, "torch.compile", prewarm=Prewarm(program, "cuda") if _WARMUPS else None)
-    _WARMUPS.append(w)
-    return w
+    return ProgramWarmup(program, "torch.compile")
 
 
 class _WorkerSession:

@@ -249,31 +249,3 @@ def test_a_gpu_worker_measures_variants_while_torch_compile_builds_and_waits_for
     assert d._compile_warmup(None, ("torch", "torch.compile"), sim=True) is None   # the simulator: no CUDA build
     assert d._compile_warmup(None, ("torch",), sim=False) is None                  # not this worker's to race
 
-
-def test_torch_compile_builds_of_runs_tuned_at_once_go_to_child_processes(monkeypatch):
-    # builds in threads of one worker process take turns on its GIL: a second build while one is going starts in a
-    # child process first (pipeline.prewarm); the first, and any once the others are done, stay in a thread
-    import threading
-
-    from mirage_lab.pipeline import contenders, distributed as d, prewarm
-
-    started, release = [], threading.Event()
-
-    class FakeWarmup:
-        def __init__(self, program, lowering, prewarm=None):
-            started.append((program, lowering, prewarm))
-            self._thread = threading.Thread(target=release.wait, daemon=True)
-            self._thread.start()
-
-    monkeypatch.setattr(contenders, "ProgramWarmup", FakeWarmup)
-    monkeypatch.setattr(prewarm, "Prewarm", lambda program, device: ("child", program, device))
-    monkeypatch.setattr(d, "_WARMUPS", [])
-    lowerings = ("torch", "torch.compile")
-    d._compile_warmup("p1", lowerings, sim=False)
-    d._compile_warmup("p2", lowerings, sim=False)
-    assert started == [("p1", "torch.compile", None), ("p2", "torch.compile", ("child", "p2", "cuda"))]
-    release.set()
-    for w in d._WARMUPS:
-        w._thread.join(5)
-    d._compile_warmup("p3", lowerings, sim=False)
-    assert started[-1] == ("p3", "torch.compile", None) and len(d._WARMUPS) == 1
