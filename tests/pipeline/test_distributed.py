@@ -62,7 +62,9 @@ def test_a_local_cluster_tunes_shares_of_the_candidates_and_the_result_is_cached
     assert first["hits"] == [] and first["candidates"] == [0, 1]    # both workers' shares, numbered as the caller's
     assert first["started"] == [first["planned"]] and first["done"] == first["tried"] >= 2   # each tried one reported
     assert first["checked"] >= 2 and first["device"] == "CUDA simulator" and first["same"]
-    assert first["units"] and first["compiles"] == first["units"], first    # one compile task per unit, same worker
+    # each measured unit's compile ran as a task of its own on the same worker (a unit sent before the tuning
+    # stopped may have compiled and never been measured)
+    assert first["units"] and set(map(tuple, first["units"])) <= set(map(tuple, first["compiles"])), first
     assert first["compiled_on"] == "each GPU worker's host"
     assert again["hits"] == ["search", "tuning"] and not again["started"] and again["winner"] == first["winner"]
     assert "GPU=1" in r["no_gpu_error"]
