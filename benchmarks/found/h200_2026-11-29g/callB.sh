@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# device call B (2026-11-29 g, nvidia-h200): tensor-core streams of several column chunks a warp (Stream.CW) on the norm + linear decode programs, user's path
+cd "$(dirname "$0")/.."
+exec > >(tee $OUT/log.txt) 2>&1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl .whl/extra/*.whl
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
+for v in MIRAGE_LAB_CACHE TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR NUMBA_CACHE_DIR; do export $v=$(mktemp -d /tmp/c_$v.XXXX); done
+sha1sum mirage_lab/codegen/plan.py mirage_lab/codegen/streams.py mirage_lab/pipeline/cost_model.py | cut -c1-12
+mkdir -p $OUT/dumps
+for p in ${PROGS:-rmsnormw_linear_llama3_70b_qkv_b8 rmsnorm_linear_llama3_8b_qkv_b1 residual_rmsnorm_linear_llama3_8b_qkv_b16}; do
+  echo "-- $p $(date +%T)"
+  timeout ${PT:-165} python3 benchmarks/suite_bench.py --only "$p" --search-cap 60 --tune-seconds 30 --skip-max-autotune \
+    --dump $OUT/dumps --resume $OUT/suite.jsonl --out $OUT/suite.md >> $OUT/suite_log.txt 2>&1
+  python3 - "$p" <<'PY'
+import json, os, sys
+for l in open(os.environ["OUT"] + "/suite.jsonl"):
+    r = json.loads(l)
+    if r.get("program") == sys.argv[1] and "returned_us" in r:
+        print({k: (round(v, 2) if isinstance(v, float) else v) for k, v in r.items() if k in ("program", "returned_us", "tuned_us", "compile_us", "eager_us", "winner", "chosen", "rel_err", "superoptimize_s", "floor_us")})
+try:
+    d = json.load(open(os.environ["OUT"] + "/dumps/" + sys.argv[1] + ".json"))
+    vs = sorted((v for v in d["variants"] if v.get("median_us")), key=lambda v: v["median_us"])
+    print("   timed", len(vs), "of", len(d["variants"]), "| programs", [(q["lowering"], q["median_us"]) for q in d["programs"]])
+    from mirage_lab.ir.serialize import from_json
+    def grid(c):
+        g = from_json(json.dumps(d["candidates"][c]))
+        return [tuple(op.block_graph.grid_dim)[0] for op in g.ops if getattr(op, "block_graph", None) is not None]
+    for v in vs[:8]:
+        print("   ", v["candidate"], grid(v["candidate"]), v["threads"], v["options"], v["estimate_us"], v["median_us"])
+except Exception as e:
+    print("   no dump:", e)
+PY
+done
+echo "== done $(date +%T)"
+tar czf $OUT/dumps.tgz -C $OUT dumps && rm -rf $OUT/dumps
