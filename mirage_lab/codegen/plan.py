@@ -19,7 +19,6 @@ Decides, from the μGraph alone:
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
