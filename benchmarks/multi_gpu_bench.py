@@ -144,7 +144,8 @@ def _tune_on_cluster(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespac
                    "moved_measured": sum(rep.results[i].compile_s is not None for i in moved_vars),
                    "killed": kstate["victim"],
                    # the program's own lowerings: torch.compile's build (s; prewarm_s: a child process's part)
-                   "program_lowerings": [(q.lowering, q.median_us, q.compile_s, q.prewarm_s) for q in rep.programs]}
+                   "program_lowerings": [(q.lowering, q.median_us, q.compile_s, q.prewarm_s) for q in rep.programs],
+                   "timeline": run.timeline}
             out["programs"][p.name] = rec
             builds = ", ".join(f"{q[0]} {q[2] or 0:.0f} s" + (f" (child {q[3]:.0f} s)" if q[3] else "")
                                for q in rec["program_lowerings"] if q[0] != "torch")
@@ -164,6 +165,13 @@ def _tune_on_cluster(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespac
         out["gpu_task_s"] = busy
         log(f"   N={n_gpus}: GPU tasks per worker " + ", ".join(f"{v:.1f} s" for v in busy.values())
             + f" of {out['tune_s']:.1f} s")
+        # where each GPU waited, over every program's tasks: for a compile, or for anything else (the caller, starts)
+        from mirage_lab.pipeline.distributed import gpu_timeline_summary
+
+        out["gpu_timeline"] = gpu_timeline_summary([e for x in out["programs"].values() for e in x.get("timeline", [])])
+        for w, v in out["gpu_timeline"].items():
+            log(f"   N={n_gpus}: {w}: busy {v['busy_s']:.1f} s, idle {v['idle_s']:.1f} s of a {v['window_s']:.1f} s window, "
+                f"{v['waiting_compile_s']:.1f} s of it waiting on a unit's compile")
 
 
 def table(runs: list[dict], device: str) -> str:

@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..cpus import usable_cpus
@@ -124,7 +124,10 @@ class ClusterRun:
     ``workers``: every GPU worker that took part, with its calibration times (:mod:`.calibration`);
     ``moved``: the units a lost worker gave back, which variants, from which worker to which;
     ``calibration_warnings``: GPUs more than 3 % from the median on a calibration kernel;
-    ``reference``: the worker whose program lowerings and baselines the report carries.
+    ``reference``: the worker whose program lowerings and baselines the report carries;
+    ``timeline``: each GPU task (``kind`` "start" or "unit") with its worker and wall-clock ``span``, and a unit's
+    ``compile_span`` (its compile task, on the worker or a ``CPU`` worker): :func:`gpu_timeline_summary` says
+    where each GPU waited.
     """
 
     workers: list[WorkerRecord]
@@ -133,12 +136,48 @@ class ClusterRun:
     calibration_warnings: list[str]
     compiled_on: str
     reference: str
+    timeline: list[dict[str, Any]] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, Any]]:
         """One flat record per worker (JSON-ready): the calibration table."""
         return [{"worker": w.address, "device": w.device, "units": w.units, "variants": w.variants, "lost": w.lost,
                  "gpu_task_s": round(w.gpu_task_s, 2), **{k: round(v, 2) for k, v in (w.calibration or {}).items() if k.endswith("_us")}}
                 for w in self.workers]
+
+
+def gpu_timeline_summary(timeline: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per GPU worker, over the GPU tasks of one or more runs (``ClusterRun.timeline`` entries, e.g. of runs
+    tuned at once): ``window_s`` from its first task's start to its last one's end, ``busy_s`` in GPU tasks,
+    ``idle_s`` between them, and ``waiting_compile_s``, the part of that idle time a unit's own compile was
+    still running (the GPU was free, the next unit not yet compiled). Spans are wall-clock seconds of the
+    workers' hosts.
+
+        >>> t = [{"kind": "start", "worker": "a", "span": [0, 1]},
+        ...      {"kind": "unit", "worker": "a", "span": [3, 4], "compile_span": [1, 3]}]
+        >>> gpu_timeline_summary(t)["a"]
+        {'window_s': 4.0, 'busy_s': 2.0, 'idle_s': 2.0, 'waiting_compile_s': 2.0}
+    """
+    out: dict[str, dict[str, float]] = {}
+    by_worker: dict[str, list[dict[str, Any]]] = {}
+    for e in timeline:
+        if e.get("span"):
+            by_worker.setdefault(e["worker"], []).append(e)
+    for w, es in by_worker.items():
+        es.sort(key=lambda e: e["span"][0])
+        busy = idle = waiting = 0.0
+        free_at = es[0]["span"][0]
+        for e in es:
+            a, b = e["span"]
+            busy += b - a
+            gap = max(0.0, a - free_at)
+            idle += gap
+            c = e.get("compile_span")
+            if gap and c:   # the part of the gap before this unit's compile ended
+                waiting += max(0.0, min(c[1], a) - free_at)
+            free_at = max(free_at, b)
+        out[w] = {"window_s": round(float(free_at - es[0]["span"][0]), 3), "busy_s": round(busy, 3), "idle_s": round(idle, 3),
+                  "waiting_compile_s": round(waiting, 3)}
+    return out
 
 
 # ----------------------------------------------------------------------------- on a GPU worker
@@ -383,36 +422,41 @@ def _start_task(run_id: str, spec: dict[str, Any], reference: bool) -> str:
     Only the reference worker races every lowering (torch.compile's compile takes tens of seconds of
     CPU); the others race the plain torch lowering, whose error sets the accuracy bar (as on one GPU).
     """
-    t0 = time.perf_counter()
+    t0, w0 = time.perf_counter(), time.time()
     info = _session(run_id, spec, reference).info()
-    return dumps(encode({**info, "task_s": time.perf_counter() - t0}))
+    return dumps(encode({**info, "task_s": time.perf_counter() - t0, "span": [w0, time.time()]}))
 
 
 def _measure_task(run_id: str, spec: dict[str, Any], items_json: str,
                   compiled: dict[int, tuple[float, str | None]] | None) -> str:
     """One unit on a GPU worker: its variants compiled, checked and timed; the results as JSON."""
-    t0 = time.perf_counter()
+    t0, w0 = time.perf_counter(), time.time()
     s = _session(run_id, spec)
     out = s.measure(decode(json.loads(items_json)), compiled, s.ready + spec["tune_seconds"])
     # the program's lowerings raced so far (torch.compile joins once built): the stop rule's bar
     return dumps(encode({"worker": _worker_address(), "results": out, "programs": s.tn.programs,
-                         "task_s": time.perf_counter() - t0}))
+                         "task_s": time.perf_counter() - t0, "span": [w0, time.time()],
+                         "compile_span": compiled.get("span") if compiled else None}))
 
 
-def _compile_task(items_json: str, cache_dir: str | None) -> dict[int, tuple[float, str | None]]:
-    """On a ``CPU`` worker (of a GPU host that shares the kernel cache): compile and launch a unit's variants once."""
+def _compile_task(items_json: str, cache_dir: str | None) -> dict[Any, Any]:
+    """On a ``CPU`` worker (of a GPU host that shares the kernel cache): compile and launch a unit's variants once.
+
+    ``{index: (seconds, error)}``, and ``"span"``: the task's wall-clock start and end (the report's timeline)."""
     from ..runtime.kernel import compile_and_launch
 
+    w0 = time.time()
     stop_worker_profiler()   # numba compiling in this thread made the profiler's frame walk raise (llvmlite)
-    out = {}
+    out: dict[Any, Any] = {}
     for gi, r in decode(json.loads(items_json)):
         _, secs, err = compile_and_launch((gi, r.variant.graph.to_json(), cache_dir, r.variant.options.astuple()))
         out[gi] = (secs, err)
+    out["span"] = [w0, time.time()]
     return out
 
 
 def _host_compile_task(items_json: str, cache_dir: str | None, compile_workers: int | None,
-                       gpus_per_host: int) -> dict[int, tuple[float, str | None]]:
+                       gpus_per_host: int) -> dict[Any, Any]:
     """On a GPU worker, beside its GPU task: a unit's variants compiled in parallel in the worker's pool of processes.
 
     Sent when the unit is assigned, so it compiles while the GPU measures the units before it. Compiled
@@ -421,10 +465,13 @@ def _host_compile_task(items_json: str, cache_dir: str | None, compile_workers: 
     2 H200s measured 8 programs' first 8 variants no faster than one (2026-11-29 (g))."""
     from ..runtime.paths import simulator_active
 
+    w0 = time.time()
     stop_worker_profiler()
     done = _compile_on_host(decode(json.loads(items_json)), cache_dir, compile_workers, gpus_per_host,
                             simulator_active())
-    return {gi: (secs, err) for gi, secs, err in done}
+    out: dict[Any, Any] = {gi: (secs, err) for gi, secs, err in done}
+    out["span"] = [w0, time.time()]   # as _compile_task's
+    return out
 
 
 def _compile_on_host(items: list[tuple[int, Any]], cache_dir: str | None, compile_workers: int | None,
@@ -592,6 +639,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
     emit(TuneStarted(len(results), len(candidates), tune_seconds, len(gpu_workers(client)), "per unit"))
     futs: dict[Any, tuple[str, str, int | None]] = {}     # future -> (kind, worker, unit id)
     records: dict[str, WorkerRecord] = {}
+    timeline: list[dict[str, Any]] = []     # every GPU task's span (ClusterRun.timeline)
     infos: dict[str, dict[str, Any]] = {}
     reason = "every planned variant was measured"
     done = 0
@@ -712,10 +760,13 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                         budget_from = time.monotonic()
                     records[w].device, records[w].calibration = payload["device"], payload["calibration"]
                     records[w].gpu_task_s += payload.get("task_s", 0.0)
+                    timeline.append({"kind": "start", "worker": w, "span": payload.get("span")})
                     continue
                 sched.done(w, uid)  # type: ignore[arg-type]
                 records[w].units += 1
                 records[w].gpu_task_s += payload.get("task_s", 0.0)
+                timeline.append({"kind": "unit", "unit": uid, "worker": w, "span": payload.get("span"),
+                                 "compile_span": payload.get("compile_span")})
                 if w in infos and payload.get("programs"):
                     infos[w]["programs"] = payload["programs"]
                 for gi, r in payload["results"]:
@@ -733,6 +784,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                          baselines=baselines, unit_variants=unit_variants, compiled_on=(
                              f"{len(compilers)} CPU workers" if compilers else "each GPU worker's host"),
                          floor=floor_us(program))
+        report.cluster.timeline = timeline
     finally:
         _release_reference(reference)
         client.cancel(list(futs))

@@ -20,6 +20,7 @@ from dask.distributed import Client, LocalCluster, get_task_stream
 from mirage_lab import examples as ex
 from mirage_lab.pipeline.autotune import TuneStarted, VariantDone
 from mirage_lab.pipeline.cache import CacheHit
+from mirage_lab.pipeline.distributed import gpu_timeline_summary
 out = {}
 with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"GPU": 1},
                   dashboard_address=":0") as lc, Client(lc) as client:
@@ -41,7 +42,9 @@ with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={
                     "winner": rep.best.variant.tag, "same": best.graph is rep.best.variant.graph,
                     "units": sorted((unit_of(k, "unit"), w) for k, w in tasks if unit_of(k, "unit")),
                     "compiles": sorted((unit_of(k, "hostcompile"), w) for k, w in tasks if unit_of(k, "hostcompile")),
-                    "compiled_on": rep.cluster.compiled_on if rep.cluster else None}
+                    "compiled_on": rep.cluster.compiled_on if rep.cluster else None,
+                    "timeline": rep.cluster.timeline if rep.cluster else [],
+                    "summary": gpu_timeline_summary(rep.cluster.timeline) if rep.cluster else {}}
     out["profiling"] = client.run(lambda dask_worker: [dask_worker.periodic_callbacks[n].is_running()
                                                        for n in ("profile", "profile-cycle")])
     try:
@@ -66,6 +69,12 @@ def test_a_local_cluster_tunes_shares_of_the_candidates_and_the_result_is_cached
     # stopped may have compiled and never been measured)
     assert first["units"] and set(map(tuple, first["units"])) <= set(map(tuple, first["compiles"])), first
     assert first["compiled_on"] == "each GPU worker's host"
+    # the timeline: every GPU task's span; a unit measured only after its own compile task ended (one host's clock)
+    units = [e for e in first["timeline"] if e["kind"] == "unit"]
+    assert len(units) == len(first["units"]) and all(e["span"][0] <= e["span"][1] for e in first["timeline"])
+    assert all(e["compile_span"][1] <= e["span"][0] + 1e-3 for e in units), units
+    assert set(first["summary"]) == {w for _, w in first["units"]} | {e["worker"] for e in first["timeline"]}
+    assert all(v["busy_s"] > 0 and v["idle_s"] >= v["waiting_compile_s"] >= 0 for v in first["summary"].values())
     assert again["hits"] == ["search", "tuning"] and not again["started"] and again["winner"] == first["winner"]
     assert "GPU=1" in r["no_gpu_error"]
     assert r["profiling"] and not any(any(v) for v in r["profiling"].values())   # stopped on every GPU worker
@@ -251,3 +260,17 @@ def test_a_gpu_worker_measures_variants_while_torch_compile_builds_and_waits_for
     assert d._compile_warmup(None, ("torch", "torch.compile"), sim=True) is None   # the simulator: no CUDA build
     assert d._compile_warmup(None, ("torch",), sim=False) is None                  # not this worker's to race
 
+
+
+def test_gpu_timeline_summary_splits_idle_time_into_waiting_on_compiles_and_the_rest():
+    from mirage_lab.pipeline.distributed import gpu_timeline_summary
+
+    t = [{"kind": "start", "worker": "a", "span": [0.0, 1.0]},
+         {"kind": "unit", "worker": "a", "span": [4.0, 5.0], "compile_span": [0.5, 3.0]},   # 2 s on its compile, 1 s else
+         {"kind": "unit", "worker": "a", "span": [5.0, 6.0], "compile_span": [1.0, 2.0]},   # no gap
+         {"kind": "start", "worker": "b", "span": [2.0, 2.5]},
+         {"kind": "unit", "worker": "b", "span": [3.0, 3.5], "compile_span": None},          # a CPU-less idle gap
+         {"kind": "unit", "worker": "b", "span": None}]                                       # an old payload: skipped
+    got = gpu_timeline_summary(t)
+    assert got["a"] == {"window_s": 6.0, "busy_s": 3.0, "idle_s": 3.0, "waiting_compile_s": 2.0}
+    assert got["b"] == {"window_s": 1.5, "busy_s": 1.0, "idle_s": 0.5, "waiting_compile_s": 0.0}
