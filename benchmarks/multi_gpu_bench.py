@@ -157,18 +157,14 @@ def _tune_on_cluster(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespac
                    f"{rec['moved_measured']}/{len(moved_vars)} of their variants measured elsewhere"
                    if kstate["victim"] else ""))
         out["tune_s"] = tune_total if batch_s is None else batch_s
-        # how busy the GPUs were: seconds of GPU tasks (starts, units) per worker, summed over the programs
-        busy: dict[str, float] = {}
-        for x in out["programs"].values():
-            for row in x.get("calibration", []):
-                busy[row["worker"]] = busy.get(row["worker"], 0.0) + row.get("gpu_task_s", 0.0)
-        out["gpu_task_s"] = busy
-        log(f"   N={n_gpus}: GPU tasks per worker " + ", ".join(f"{v:.1f} s" for v in busy.values())
-            + f" of {out['tune_s']:.1f} s")
-        # where each GPU waited, over every program's tasks: for a compile, or for anything else (the caller, starts)
+        # how busy the GPUs were, over every program's GPU tasks (starts, units), and where they waited: for a
+        # unit's compile, or for anything else (the caller, starts)
         from mirage_lab.pipeline.distributed import gpu_timeline_summary
 
         out["gpu_timeline"] = gpu_timeline_summary([e for x in out["programs"].values() for e in x.get("timeline", [])])
+        out["gpu_task_s"] = {w: v["busy_s"] for w, v in out["gpu_timeline"].items()}
+        log(f"   N={n_gpus}: GPU tasks per worker " + ", ".join(f"{v:.1f} s" for v in out["gpu_task_s"].values())
+            + f" of {out['tune_s']:.1f} s")
         for w, v in out["gpu_timeline"].items():
             log(f"   N={n_gpus}: {w}: busy {v['busy_s']:.1f} s, idle {v['idle_s']:.1f} s of a {v['window_s']:.1f} s window, "
                 f"{v['waiting_compile_s']:.1f} s of it waiting on a unit's compile")

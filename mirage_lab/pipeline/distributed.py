@@ -103,10 +103,8 @@ def _device_json() -> str:
 # ----------------------------------------------------------------------------- what the report says of the run
 @dataclass
 class WorkerRecord:
-    """One GPU worker of the run: its GPU, its calibration times, what it measured, whether it was lost.
-
-    ``gpu_task_s``: seconds its GPU tasks of this run took (start, units; the units' compiles excluded where
-    they ran ahead), so the report shows how busy each GPU was against the tuning's wall time."""
+    """One GPU worker of the run: its GPU, its calibration times, what it measured, whether it was lost (how busy
+    its GPU was: :func:`gpu_timeline_summary` of ``ClusterRun.timeline``)."""
 
     address: str
     device: str = ""
@@ -114,7 +112,6 @@ class WorkerRecord:
     units: int = 0
     variants: int = 0
     lost: bool = False
-    gpu_task_s: float = 0.0
 
 
 @dataclass
@@ -141,7 +138,7 @@ class ClusterRun:
     def rows(self) -> list[dict[str, Any]]:
         """One flat record per worker (JSON-ready): the calibration table."""
         return [{"worker": w.address, "device": w.device, "units": w.units, "variants": w.variants, "lost": w.lost,
-                 "gpu_task_s": round(w.gpu_task_s, 2), **{k: round(v, 2) for k, v in (w.calibration or {}).items() if k.endswith("_us")}}
+                 **{k: round(v, 2) for k, v in (w.calibration or {}).items() if k.endswith("_us")}}
                 for w in self.workers]
 
 
@@ -339,19 +336,13 @@ class _WorkerSession:
         return {"worker": _worker_address(), "device": self.device, "calibration": self.calibration,
                 "programs": self.tn.programs, "timed": self.tn.timer is not None, "policy": self.tn.mi.policy}
 
-    def _compile_here(self, items: list[tuple[int, Any]]) -> Any:
-        """``(index, seconds, error)`` as each variant compiles: in this host's pool of processes, or here."""
-        return _compile_on_host(items, self.spec["cache_dir"], self.spec["compile_workers"], self.spec["gpus_per_host"],
-                                self.sim)
-
-    def measure(self, items: list[tuple[int, Any]], compiled: dict[int, tuple[float, str | None]] | None,
-                deadline: float) -> list[tuple[int, Any]]:
-        """Compile (unless ``compiled`` says it was done elsewhere), check and time each variant until ``deadline``."""
+    def measure(self, items: list[tuple[int, Any]], compiled: dict[Any, Any], deadline: float) -> list[tuple[int, Any]]:
+        """Check and time each variant, compiled by its unit's compile task (``compiled``), until ``deadline``."""
         for gi, r in items:
             self.tn.results.append(r)
             self.slot[gi] = len(self.tn.results) - 1
         self.tn.race_ready(block=False)   # torch.compile, once its compile in the background has ended
-        stream = ((gi, *compiled[gi]) for gi, _ in items) if compiled is not None else self._compile_here(items)
+        stream = ((gi, *compiled[gi]) for gi, _ in items)
         for gi, secs, err in stream:
             if time.time() > deadline:   # the budget ran out: the rest stay untried (compile_s None)
                 break
@@ -422,21 +413,20 @@ def _start_task(run_id: str, spec: dict[str, Any], reference: bool) -> str:
     Only the reference worker races every lowering (torch.compile's compile takes tens of seconds of
     CPU); the others race the plain torch lowering, whose error sets the accuracy bar (as on one GPU).
     """
-    t0, w0 = time.perf_counter(), time.time()
+    w0 = time.time()
     info = _session(run_id, spec, reference).info()
-    return dumps(encode({**info, "task_s": time.perf_counter() - t0, "span": [w0, time.time()]}))
+    return dumps(encode({**info, "span": [w0, time.time()]}))
 
 
-def _measure_task(run_id: str, spec: dict[str, Any], items_json: str,
-                  compiled: dict[int, tuple[float, str | None]] | None) -> str:
-    """One unit on a GPU worker: its variants compiled, checked and timed; the results as JSON."""
-    t0, w0 = time.perf_counter(), time.time()
+def _measure_task(run_id: str, spec: dict[str, Any], items_json: str, compiled: dict[Any, Any]) -> str:
+    """One unit on a GPU worker: its variants, compiled by its compile task, checked and timed; the results as JSON."""
+    w0 = time.time()
     s = _session(run_id, spec)
     out = s.measure(decode(json.loads(items_json)), compiled, s.ready + spec["tune_seconds"])
     # the program's lowerings raced so far (torch.compile joins once built): the stop rule's bar
     return dumps(encode({"worker": _worker_address(), "results": out, "programs": s.tn.programs,
-                         "task_s": time.perf_counter() - t0, "span": [w0, time.time()],
-                         "compile_span": compiled.get("span") if compiled else None}))
+                         "span": [w0, time.time()],
+                         "compile_span": compiled.get("span")}))
 
 
 def _compile_task(items_json: str, cache_dir: str | None) -> dict[Any, Any]:
@@ -759,12 +749,10 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                     if budget_from is None:   # as on one GPU, torch.compile's own compile is not in the budget
                         budget_from = time.monotonic()
                     records[w].device, records[w].calibration = payload["device"], payload["calibration"]
-                    records[w].gpu_task_s += payload.get("task_s", 0.0)
                     timeline.append({"kind": "start", "worker": w, "span": payload.get("span")})
                     continue
                 sched.done(w, uid)  # type: ignore[arg-type]
                 records[w].units += 1
-                records[w].gpu_task_s += payload.get("task_s", 0.0)
                 timeline.append({"kind": "unit", "unit": uid, "worker": w, "span": payload.get("span"),
                                  "compile_span": payload.get("compile_span")})
                 if w in infos and payload.get("programs"):
