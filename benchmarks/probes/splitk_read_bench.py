@@ -10,7 +10,9 @@ a workspace and the last block of each strip (an atomic counter, reset by that b
 
 Device time per launch by ``runtime.profile.time_calls`` (CUDA events, launches queued behind
 a sleep), W rotated over copies (> 2 x L2) so reads come from HBM, median of 300.
-Run on a GPU:  python benchmarks/probes/splitk_read_bench.py
+Run on a GPU:  python benchmarks/probes/splitk_read_bench.py [--combine] [--flat] [--shape ROWSxCOLS]
+``--shape`` sets W's fp16 shape (default 4096x4096; LLaMA-3 70B's QKV is 8192x10240), ``--quick`` sweeps
+16-byte loads of 128- and 256-byte strips only.
 """
 from __future__ import annotations
 
@@ -25,7 +27,11 @@ from mirage_lab.codegen.prelude import HEADER_PACKAGE, PRELUDE  # noqa: E402
 from mirage_lab.gpu.numba_compat import cuda  # noqa: E402  (numba-cuda needs its NumPy shim)
 from mirage_lab.runtime import profile as prof  # noqa: E402
 
-ROWS, WORDS = 4096, 2048          # int32 view of a 4096 x 4096 fp16 matrix
+ROWS, WORDS = 4096, 2048          # int32 view of a 4096 x 4096 fp16 matrix (--shape changes it)
+for _a in sys.argv:
+    if _a.startswith("--shape="):
+        ROWS, WORDS = (int(v) for v in _a.split("=", 1)[1].lower().split("x"))
+        WORDS //= 2
 M = 16                            # rows of X: the partial a block writes is M x strip floats
 
 
@@ -126,19 +132,21 @@ def main() -> int:
     out = torch.zeros(1 << 20, dtype=torch.int32, device="cuda")
     views = [cuda.as_cuda_array(c) for c in copies]
     wsv, cntv, ov = cuda.as_cuda_array(ws), cuda.as_cuda_array(cnt), cuda.as_cuda_array(out)
-    print(f"{torch.cuda.get_device_name()}: reading 32 MB of W{' + split-K combine' if combine else ''}")
+    print(f"{torch.cuda.get_device_name()}: reading {ROWS * WORDS * 4 / 1e6:.0f} MB of W ({ROWS}x{2 * WORDS} fp16){' + split-K combine' if combine else ''}")
     if "--flat" in sys.argv:
         flat_table(views, wsv, cntv, ov)
-        halves = [c.view(torch.float16).view(4096, 4096) for c in copies]
+        halves = [c.view(torch.float16).view(ROWS, 2 * WORDS) for c in copies]
         for m in (1, 16):
-            x = torch.randn(m, 4096, dtype=torch.float16, device="cuda")
+            x = torch.randn(m, ROWS, dtype=torch.float16, device="cuda")
             us = prof.time_calls([lambda h=h: torch.matmul(x, h) for h in halves], repeats=300).median_us
-            print(f"| torch.matmul X[{m},4096] @ W (cuBLAS) | | | {us:.1f} | {ROWS * WORDS * 4 / us / 1e6:.2f} |")
+            print(f"| torch.matmul X[{m},{ROWS}] @ W (cuBLAS) | | | {us:.1f} | {ROWS * WORDS * 4 / us / 1e6:.2f} |")
         return 0
     print("| row bytes per block | threads | S (split-K) | load bytes | blocks | µs | TB/s |")
     print("|---|---|---|---|---|---|---|")
     best = []
-    for width, T, S, vec in itertools.product((16, 32, 64), (256, 512, 1024), (1, 2, 4, 8), (2, 4)):
+    sweep = (((32, 64), (256, 512), (1, 2, 4, 8), (4,)) if "--quick" in sys.argv
+             else ((16, 32, 64), (256, 512, 1024), (1, 2, 4, 8), (2, 4)))
+    for width, T, S, vec in itertools.product(*sweep):
         src = kernel_source(width, T, S, vec, combine)
         if src is None:
             continue
@@ -151,9 +159,9 @@ def main() -> int:
     halves = [c.view(torch.float16) for c in copies]
     dst = torch.empty(ROWS * WORDS // 2, dtype=torch.int32, device="cuda")
     us = prof.time_calls([lambda c=c: dst.copy_(c[: ROWS * WORDS // 2]) for c in copies], repeats=300).median_us
-    print(f"| device copy 16 MB -> 16 MB | | | | | {us:.1f} | {ROWS * WORDS * 4 / us / 1e6:.2f} |")
+    print(f"| device copy {ROWS * WORDS * 2 / 1e6:.0f} MB -> same | | | | | {us:.1f} | {ROWS * WORDS * 4 / us / 1e6:.2f} |")
     us = prof.time_calls([lambda h=h: torch.sum(h) for h in halves], repeats=300).median_us
-    print(f"| torch.sum of the 32 MB | | | | | {us:.1f} | {ROWS * WORDS * 4 / us / 1e6:.2f} |")
+    print(f"| torch.sum of W | | | | | {us:.1f} | {ROWS * WORDS * 4 / us / 1e6:.2f} |")
     print("fastest:", sorted(best)[:5])
     return 0
 
