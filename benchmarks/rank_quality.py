@@ -88,16 +88,18 @@ def options_from_tag(tag: str) -> CodegenOptions:
         >>> options_from_tag("pw64x2-regNone-acc128-mma-mv") == CodegenOptions(pipeline_words=64, pipeline_depth=2,
         ...                                                                   mma=True, mma_b16=True)
         True
+        >>> options_from_tag("pw0-regNone-acc128-ldsm-sk2-mma") == CodegenOptions(mma=True, ldmatrix=True, split=2)
+        True
     """
-    m = re.fullmatch(r"pw(\d+)(?:x(\d+))?-reg(\w+)-acc(\d+)(?:-ph(\d+))?(?:-smem(\d+))?(?:-cp(\d))?(-ldsm)?(-mma)?(-mv)?", tag)
+    m = re.fullmatch(r"pw(\d+)(?:x(\d+))?-reg(\w+)-acc(\d+)(?:-ph(\d+))?(?:-smem(\d+))?(?:-cp(\d))?(-ldsm)?(?:-sk(\d+))?(-mma)?(-mv)?", tag)
     if m is None:
         raise MirageLabError(f"options tag {tag!r} is not one CodegenOptions.tag() writes, "
                              "e.g. 'pw64x2-regNone-acc128-mma'")
-    pw, depth, reg, acc, ph, smem, cp, ldsm, mma, mv = m.groups()
+    pw, depth, reg, acc, ph, smem, cp, ldsm, sk, mma, mv = m.groups()
     return CodegenOptions(pipeline_words=int(pw), pipeline_depth=int(depth or 1),
                           max_registers=None if reg == "None" else int(reg), max_stream_acc=int(acc),
                           phase_words=int(ph or 32), mma=bool(mma), mma_b16=bool(mv), smem_kb=int(smem or 48),
-                          async_stages=int(cp or 0), ldmatrix=bool(ldsm))
+                          async_stages=int(cp or 0), ldmatrix=bool(ldsm), split=int(sk or 1))
 
 
 @dataclass

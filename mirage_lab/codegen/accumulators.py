@@ -131,10 +131,20 @@ class AccumulatorEmitter:
         self.per_element(s, nout, body, unroll=False, var="o")
 
     def acc_finish(self, s: Src, ch: FusionChain, e: str) -> None:
-        """``v`` holds a finished row sum: scale (mean, rms), epilogue ops, sink."""
+        """``v`` holds a finished row sum: scale (mean, rms), epilogue ops, sink (split-K: the sum is handed
+        over to the tile's last block, which runs the rest)."""
+        op = ch.lead
+        t = op.outputs[0]
+        if self.split_takes(t):
+            self.split_put(s, t, e, t.numel(), lambda s, e, ch=ch: self.acc_finish_rest(s, ch, e), ch.ops[-1].outputs[0])
+            return
+        self.acc_finish_rest(s, ch, e)
+
+    def acc_finish_rest(self, s: Src, ch: FusionChain, e: str) -> None:
+        """``v`` holds a row's whole sum: scale (mean, rms), epilogue ops, sink."""
         op = ch.lead
         kind = op.attrs["acc"]
-        scale = 1.0 / (self.FR * op.inputs[0].dims[-1])
+        scale = 1.0 / (self.FR_total * op.inputs[0].dims[-1])
         if kind == "mean":
             s(f"v = v * f32({scale!r})")
         elif kind == "rms":

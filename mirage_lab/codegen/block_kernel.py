@@ -38,6 +38,7 @@ from .loaders import LoaderEmitter
 from .index_ops import shift_pow2
 from .plan import AXIS_VARS, DEFAULT_OPTIONS, MAX_REG_ELEMS, STATIC_SMEM_KB, CodegenOptions, KernelPlan, Loader, Stream
 from .source import Src, add, mul
+from .split import SplitEmitter
 from .staged_mma import StagedMmaEmitter
 from .streams import StreamEmitter
 
@@ -59,6 +60,7 @@ class KernelInfo:
     output_dtypes: list[str]
     streamed_inputs: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    counters: int = 0                  # split-K: tiles whose blocks count their arrivals (an int32 argument)
 
     @property
     def scratch_floats(self) -> int:
@@ -90,7 +92,7 @@ class _Sync:
 
 
 class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, ChainEmitter, StagedMmaEmitter,
-               AccumulatorEmitter):
+               AccumulatorEmitter, SplitEmitter):
     # where `index_ops.shift_pow2` rewrites // and % by powers of two: "all", "outside" the loop,
     # "none", or "auto": all of a kernel with tensor-core staged matmuls, none elsewhere. Measured
     # on the H100 (benchmarks/codegen_ab_probe.py, RESULTS.md): GQA 2x256 19.3 -> 18.0 µs, but
@@ -106,6 +108,7 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
         self.T = self.p.T
         self.FR = bg.forloop_range
         self.sync = _Sync()
+        self.split_init()   # FR: the iterations one block runs (FR_total / options.split)
         self.loop_head: list[tuple[set[str], set[str], set[str]]] = []
         self._head_open = True
         self.in_loop = False
@@ -358,8 +361,14 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
             tail("cuda.syncthreads()")
             self.sync.clear()
         self.saver_bases(tail)
+        if self.split:
+            self.split_begin(scratch)
         for act in self.post_actions:
             act(tail)
+        if self.split:
+            self.split_carry(tail)
+            self.split_arrive(tail)
+            self.split_combine(tail, scratch)
         for ch in post:
             self.elementwise_chain(tail, ch, None, list(ch.ops[1:]))
         self.emit_savers(tail)
@@ -414,6 +423,8 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
                 part.lines = shift_pow2("\n".join(part.lines)).split("\n")
         out = Src(0)
         args = [f"in{i}" for i in range(len(p.loaders))] + [f"out{j}" for j in range(len(bg.output_ops))] + ["scr"]
+        args += ["cnt"] if self.split else []
+        area = self.area_floats(scratch)
         regs = f", max_registers={self.options.max_registers}" if self.options.max_registers else ""
         out(f"@cuda.jit(cache=True, fastmath=True{regs}, **_bounds({self.T}))")
         with out.block(f"def {self.name}({', '.join(args)}):"):
@@ -428,13 +439,9 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
                 if p.int_words:
                     out(f"smi = cuda.shared.array({p.int_words}, dtype=i32)")
             out("tid = cuda.threadIdx.x")
-            for a in range(3):
-                if grid[a] > 1:
-                    out(f"{AXIS_VARS[a]} = cuda.blockIdx.{'xyz'[a]}")
-            if scratch:
-                lin = add(AXIS_VARS[0] if grid[0] > 1 else "0", mul("by", grid[0]) if grid[1] > 1 else "0",
-                          mul("bz", grid[0] * grid[1]) if grid[2] > 1 else "0")
-                out(f"sbase = {mul(lin, scratch)}")
+            self.block_indices(out)
+            if area:
+                out(f"sbase = {mul(self.block_linear(), area)}")
             out.extend(pro)
             out.extend(pro2)
             if D > 1:
@@ -458,10 +465,11 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
             out.extend(tail)
         text = out.text()
         info = KernelInfo(
-            name=self.name, grid=tuple(grid), threads=self.T, pool_floats=pool,
-            scratch_floats_per_block=scratch, dyn_smem_bytes=dyn_bytes, input_views=[ld.view for ld in p.loaders],
+            name=self.name, grid=self.launch_grid(), threads=self.T, pool_floats=pool,
+            scratch_floats_per_block=area, dyn_smem_bytes=dyn_bytes, input_views=[ld.view for ld in p.loaders],
             output_dtypes=[sv.inputs[0].dtype.name for sv in bg.output_ops],
-            streamed_inputs=[st.loader.index for st in p.streams], notes=self.notes)
+            streamed_inputs=[st.loader.index for st in p.streams], notes=self.notes,
+            counters=self.tiles if self.split else 0)
         return text, info
 
     def _doc(self) -> Src:

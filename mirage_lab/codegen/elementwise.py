@@ -120,6 +120,9 @@ class ElementwiseEmitter:
     # ------------------------------------------------------------------ sinks
     def sink(self, s: Src, t: "STensor", e: str, v: str = "v") -> None:
         """Store value ``v`` of tensor ``t`` at flat tile index ``e``: buffer and/or outputs."""
+        if self.split_takes(t):   # split-K: an accumulator's sum goes to the tile's last block first
+            self.split_put(s, t, e, t.numel(), lambda s, e, t=t: self.sink(s, t, e), t, v)
+            return
         if self.needs_buf(t):
             s(f"{self.ref(t, e)} = {v}")
         for sv in self.savers(t):

@@ -65,7 +65,10 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
     for info in infos.values():
         views = list(info.input_views) + ["int16" if dt != "float32" else "float32" for dt in info.output_dtypes]
         smem = f", smem={info.dyn_smem_bytes}" if info.dyn_smem_bytes else ""
-        s(f"_launch_{info.name} = _Launch({info.name}, {info.grid!r}, {info.threads}, {views + ['float32']!r}{smem})")
+        views += ["float32"] + (["int32"] if info.counters else [])
+        s(f"_launch_{info.name} = _Launch({info.name}, {info.grid!r}, {info.threads}, {views!r}{smem})")
+        if info.counters:   # split-K: the tiles' arrival counters, zeroed once, reset by each tile's last block
+            s(f"_cnt_{info.name} = _Counters({info.counters})")
     # what the kernels write: (name, dims, torch dtype) of intermediates + scratch, and of outputs
     out_guids = {t.guid for t in graph.outputs}
     temps: list[tuple[str, str]] = []   # (variable, spec text)
@@ -79,6 +82,8 @@ def emit_host(graph: "KernelGraph", infos: dict[int, KernelInfo]) -> str:
         scratch = f"s_{info.name}"
         temps.append((scratch, f"(({info.scratch_floats},), torch.float32)" if info.scratch_floats else "None"))
         kernel_args[op.guid] = [names[t.guid] for t in [*op.inputs, *op.outputs]] + [scratch]
+        if info.counters:
+            kernel_args[op.guid].append(f"_cnt_{info.name}.get(dev, sp)")
     s("_BUFS = _Buffers([" + ", ".join(spec for _, spec in temps) + "], [" + ", ".join(spec for _, spec in outs) + "])")
     s("")
     s("")

@@ -36,11 +36,13 @@ class LoaderEmitter:
             axis = axis_of(ld.imap, grid, k)
             scale = ld.tile[k] * strides[k] // unit
             if axis is not None:
-                per_block = scale * (self.FR if ld.fmap == k else 1)
+                per_block = scale * (self.FR_total if ld.fmap == k else 1)
                 terms.append(mul(AXIS_VARS[axis], per_block))
             if ld.fmap == k:
                 step = scale
         self._it_step[ld.index] = step
+        if ld.fmap >= 0 and not ld.invariant:   # split-K: this block's part of the loop starts further along
+            terms.append(self.split_loop_offset(step))
         s(f"lb{ld.index} = {add(*terms)}")
 
     def loader_word(self, ld: Loader, it: str = "it") -> str:

@@ -43,6 +43,7 @@ MAX_HOISTED_FRAGS = 32
 # from which its k loop stays rolled (measured on the H200, benchmarks/RESULTS.md "2026-11-29 (d)")
 MAX_UNROLLED_MMA = 32
 ROLLED_MMA_BLOCK = 8
+MAX_SPLIT = 16                      # blocks that may share one tile's loop (CodegenOptions.split)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,12 @@ class CodegenOptions:
     tensor-core loops read their fragments with ``ldmatrix``: a warp's 4 A registers of a tile kept as loaded in
     one ``ldmatrix.x4``, and B tiles kept as loaded (k-major, not k-pair words) with two column tiles' registers in
     one ``ldmatrix.x4.trans`` (sm_75+); the tuner's tensor-core option sets use it where such a loop reads by it.
+    ``split``: blocks that share one tile of the grid, each running ``forloop_range / split`` of its loop's
+    iterations (split-K across blocks, the μGraph unchanged): each block writes its accumulators' sums, before
+    they are finished, to global scratch, and the last of them to arrive (an atomic counter per tile, reset by
+    that block) adds the ``split`` partial sums in a fixed order and runs the work after the loop. A grid with
+    fewer blocks than SMs keeps more loads in flight (H200, a 168 MB weight read in 256-byte strips: 63.7 µs
+    one block a strip, 45.9 with two and the combine; RESULTS.md "2026-11-29 (h)").
 
     >>> CodegenOptions(pipeline_words=32).tag()
     'pw32-regNone-acc128'
@@ -91,6 +98,8 @@ class CodegenOptions:
     'pw0-regNone-acc128-smem200-cp3-mma'
     >>> CodegenOptions(mma=True, ldmatrix=True).tag()
     'pw0-regNone-acc128-ldsm-mma'
+    >>> CodegenOptions(mma=True, split=2).tag()
+    'pw0-regNone-acc128-sk2-mma'
     """
 
     pipeline_words: int = 0      # measured on an H100: no gain, more registers (benchmarks/RESULTS.md)
@@ -103,8 +112,11 @@ class CodegenOptions:
     smem_kb: int = STATIC_SMEM_KB   # the shared-memory pool; above 48, dynamic shared memory
     async_stages: int = 0        # cp.async ring of staged tensor-core tiles (0: register prefetch)
     ldmatrix: bool = False       # fragments of register-blocked tensor-core loops by ldmatrix
+    split: int = 1               # blocks sharing a tile, each a part of the loop (split-K; 1: off)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.split, int) or not 1 <= self.split <= MAX_SPLIT:
+            raise ValueError(f"split must be an int from 1 to {MAX_SPLIT}, got {self.split!r}")
         if not isinstance(self.async_stages, int) or self.async_stages not in (0, 2, 3, 4):
             raise ValueError(f"async_stages must be 0 (off) or 2, 3 or 4, got {self.async_stages!r}")
         if not isinstance(self.pipeline_depth, int) or self.pipeline_depth < 1:
@@ -124,6 +136,7 @@ class CodegenOptions:
         t = t if self.smem_kb == STATIC_SMEM_KB else f"{t}-smem{self.smem_kb}"
         t = f"{t}-cp{self.async_stages}" if self.async_stages and self.mma else t
         t = f"{t}-ldsm" if self.ldmatrix and self.mma else t
+        t = f"{t}-sk{self.split}" if self.split > 1 else t
         if not self.mma:
             return t
         return f"{t}-mma-mv" if self.mma_b16 else f"{t}-mma"
@@ -131,7 +144,7 @@ class CodegenOptions:
     def astuple(self) -> tuple:
         """Positional arguments that rebuild these options (worker processes get them)."""
         return (self.pipeline_words, self.max_registers, self.max_stream_acc, self.phase_words, self.mma,
-                self.pipeline_depth, self.mma_b16, self.smem_kb, self.async_stages, self.ldmatrix)
+                self.pipeline_depth, self.mma_b16, self.smem_kb, self.async_stages, self.ldmatrix, self.split)
 
 
 DEFAULT_OPTIONS = CodegenOptions()

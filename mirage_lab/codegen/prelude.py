@@ -614,6 +614,26 @@ class _Buffers:
             st[2] = False
 
 
+class _Counters:
+    """The arrival counters of a split-K kernel's tiles (int32, one a tile), kept per (device, stream).
+
+    Zeroed when made; the last block of a tile resets its counter, so every launch finds them zero.
+    Launches on one stream run in order; another stream gets its own counters, so calls running at once
+    on two streams never share them. Made during CUDA-graph capture, they belong to the graph's pool and
+    the graph zeroes them at the start of each replay.
+    """
+
+    def __init__(self, n):
+        self.n = n
+        self.sets = {}
+
+    def get(self, dev, sp):
+        t = self.sets.get((dev.index, sp))
+        if t is None:
+            t = self.sets[(dev.index, sp)] = torch.zeros(self.n, dtype=torch.int32, device=dev)
+        return t
+
+
 _LIBCUDA = []
 
 

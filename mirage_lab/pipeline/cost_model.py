@@ -82,6 +82,9 @@ class Hardware:
     spill_us: float = 0.235              # one dependent local-memory access (a spilled register) [0.05]
     scratch_us: float = 0.29             # one dependent access to a buffer in global scratch (L2) [0.25]
     mma_flops_us: float = 6.63e5         # mma.sync m16n8k16 FLOPs per µs per SM [1.89e6: 250 TFLOP/s]
+    # blocks resident on one SM that each draw ``sm_bytes_us`` (a block's draw is bounded by its loads in flight):
+    # 1 caps an SM at one block's draw
+    sm_parallel_blocks: float = 2.0
 
 FITTED = ("sm_bytes_us", "dram_latency_us", "prefetch_gain", "piped_exposed", "warps_for_full_bw", "sync_us",
           "issue_us", "step_us", "spill_us", "scratch_us", "mma_flops_us")
@@ -146,6 +149,7 @@ class _Kernel:
     post_chain: float
     registers: int = 32      # per thread: partial sums, loads in flight, prefetch ring, ~32 of bookkeeping
     scratch_share: float = 0.0   # the part of the kernel's buffers the generator put in global scratch
+    combine_trips: float = 0.0   # split-K: round trips of the tile's last block (the counter, the partial sums)
 
 
 def _registers(streams, options: CodegenOptions) -> int:
@@ -210,9 +214,16 @@ def _async_tile(bg, t, options: CodegenOptions, T: int) -> bool:
 def _kernel(bg, options: CodegenOptions) -> _Kernel:
     from ..codegen.plan import KernelPlan, mma_rows, staged_mma_fits
 
+    from ..codegen.split import split_problem
+
     T = _prod(bg.block_dim)
-    B = _prod(bg.grid_dim)
-    FR = bg.forloop_range
+    tiles = _prod(bg.grid_dim)
+    # split-K across blocks (options.split, where the loop divides): S blocks a tile, each FR / S iterations,
+    # then each writes its accumulators' sums and the tile's last block reads them all (two round trips)
+    S = options.split if options.split > 1 and split_problem(bg, options.split) is None else 1
+    B = tiles * S
+    FR = bg.forloop_range // S
+    carried = sum(op.outputs[0].numel() for op in bg.ops if op.op_type == "forloop_accum") if S > 1 else 0
     try:
         plan = KernelPlan(bg, options=options)
         streams = {s.op.guid: s for s in plan.streams}
@@ -239,7 +250,9 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
     for oop in bg.output_ops:
         t = oop.inputs[0]
         once_bytes += t.numel() * t.dtype.itemsize
-        dram += t.numel() * t.dtype.itemsize * B
+        dram += t.numel() * t.dtype.itemsize * tiles
+    once_bytes += 4 * carried
+    dram += 4 * carried * B * 2
     loop_traffic = loop_bytes * B * FR
     l2_share = min(1.0, replicated / loop_traffic) if loop_traffic else 0.0
 
@@ -329,7 +342,7 @@ def _kernel(bg, options: CodegenOptions) -> _Kernel:
     # FR == 1 kernels do all their work "in the loop": one iteration
     return _Kernel(B, T, FR, smem, loop_bytes, l2_share, once_bytes, dram, exposed,
                    instr[False], chain[False], mma_flops, instr[True], chain[True], _registers(streams, options),
-                   scratch_share)
+                   scratch_share, 2.0 if S > 1 else 0.0)
 
 
 def _time(k: _Kernel, hw: Hardware) -> tuple[float, float, float, float, int, float]:
@@ -351,7 +364,7 @@ def _time(k: _Kernel, hw: Hardware) -> tuple[float, float, float, float, int, fl
     # an SM draws its share only with enough warps issuing loads (each warp has few in flight)
     draw = min(1.0, resident * ceil(k.threads / 32) / hw.warps_for_full_bw)
     mem_iter = max(grid_bytes * ((1 - k.l2_share) / hw.hbm_bytes_us + k.l2_share / hw.l2_bytes_us),
-                   resident * k.loop_bytes / hw.sm_bytes_us) / draw
+                   resident * k.loop_bytes / (hw.sm_bytes_us * min(resident, hw.sm_parallel_blocks))) / draw
     dram_sm = min(hw.sm_bytes_us, hw.hbm_bytes_us / active)
     warps = resident * ceil(k.threads / 32) * 32
     comp_iter = warps * k.loop_instr / hw.issue_us + resident * k.loop_mma_flops / hw.mma_flops_us
@@ -369,7 +382,7 @@ def _time(k: _Kernel, hw: Hardware) -> tuple[float, float, float, float, int, fl
     post = max(warps * k.post_instr / hw.issue_us, k.post_chain * hw.step_us + k.post_instr * slow)
     per_wave = k.iters * iter_us + once + post
     # the grid as a whole cannot beat DRAM
-    us = max(waves * per_wave, k.dram_total / hw.hbm_bytes_us)
+    us = max(waves * per_wave + k.combine_trips * hw.dram_latency_us, k.dram_total / hw.hbm_bytes_us)
     share = active / hw.sms
     return (us, waves * (k.iters * mem_iter + once), waves * (k.iters * comp_iter + post),
             waves * k.iters * lat_iter, waves, share)

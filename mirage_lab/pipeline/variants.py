@@ -177,6 +177,46 @@ def _async_variants(g: KernelGraph, options: CodegenOptions, smem_kb: int) -> li
     return out
 
 
+# blocks sharing a tile's loop (CodegenOptions.split), tried for grids of fewer tiles than SPLIT_BELOW x the SMs: the
+# powers of two that put SPLIT_BLOCKS_PER_SM[0]..[1] blocks an SM (at most two of them). On the H200 (benchmarks/RESULTS.md
+# "2026-11-29 (h)") LLaMA-3 70B's QKV b8 over 80 tiles: 75.4 µs whole at best, 65.8 split over 8 blocks (128 threads),
+# 71.4 over 4 (256 threads), but 85 over 2 (160 blocks: the SMs that get two take twice as long); grids of 172 and
+# 224 tiles split measured 5 % faster once (ReluLLaMA b16, 2 blocks) and slower otherwise, so they stay whole
+SPLIT_BELOW = 0.75
+SPLIT_BLOCKS_PER_SM = (2, 8)
+
+
+def split_factors(g: KernelGraph) -> list[int]:
+    """The ``split`` values worth a variant of ``g``: its widest kernel's grid leaves SMs without a tile
+    (fewer than ``SPLIT_BELOW`` x the SMs), and each split keeps at least 2 iterations of the loop a block.
+
+    >>> from mirage_lab.examples import rms_norm_linear_fused
+    >>> split_factors(rms_norm_linear_fused(8, 8192, 10240, grid=80, forloop_range=64))
+    [4, 8]
+    >>> split_factors(rms_norm_linear_fused(8, 8192, 10240, grid=160, forloop_range=64))
+    []
+    """
+    from ..codegen.split import split_problem
+    from .cost_model import hardware
+
+    sms = hardware().sms
+    grids = [op.block_graph for op in g.customized_ops if op.block_graph.forloop_range >= 4]
+    if not grids:
+        return []
+    tiles = max(b.grid_dim[0] * b.grid_dim[1] * b.grid_dim[2] for b in grids)
+    if tiles >= SPLIT_BELOW * sms:
+        return []
+    lo, hi = SPLIT_BLOCKS_PER_SM
+    out = []
+    S = 2
+    while S <= 16 and len(out) < 2:
+        if lo * sms <= tiles * S <= hi * sms and any(split_problem(b, S) is None and b.forloop_range // S >= 2
+                                                     for b in grids):
+            out.append(S)
+        S *= 2
+    return out
+
+
 def lowering_variants(graph: KernelGraph, *, candidate: int = 0, threads: Sequence[int] = THREADS,
                       option_sets: Sequence[CodegenOptions] = OPTION_SETS) -> list[Variant]:
     """Every distinct (threads, options) lowering of ``graph``; duplicates of generated code dropped.
@@ -209,11 +249,13 @@ def _lowering_variants(graph: KernelGraph, threads: Sequence[int], option_sets: 
     """The distinct ``(graph, options, threads, source key)`` lowerings, in threads-then-options order.
 
     A lowering whose buffers spill past the static 48 KB to global scratch is followed by the same
-    lowering with a dynamic shared-memory pool that holds them (up to ``smem_kb``).
+    lowering with a dynamic shared-memory pool that holds them (up to ``smem_kb``), and one whose grid
+    leaves SMs short of blocks by the same lowering split over blocks (:func:`split_factors`).
     """
     out: list[tuple[KernelGraph, CodegenOptions, int, str]] = []
     seen: set[str] = set()
     errors: list[str] = []
+    splits = split_factors(graph)
     for t in threads:
         try:
             g = with_block_dim(graph, t)
@@ -233,6 +275,15 @@ def _lowering_variants(graph: KernelGraph, threads: Sequence[int], option_sets: 
                 continue
             seen.add(key)
             out.append((g, o, t, key))
+            for S in splits:   # the same lowering with each tile's loop split over S blocks
+                try:
+                    o4, key4, _ = _ldmatrix_where_read(g, replace(o, split=S))
+                except MirageLabError as e:
+                    errors.append(f"{t} threads, {o.tag()}, split {S}: {e}")
+                    continue
+                if key4 not in seen:
+                    seen.add(key4)
+                    out.append((g, o4, t, key4))
             for o3, key3 in _async_variants(g, asked, smem_kb):
                 if key3 not in seen:
                     seen.add(key3)

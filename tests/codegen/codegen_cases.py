@@ -220,3 +220,9 @@ SMEM_CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [c for c 
                                                       q_blocks=1, forloop_range=2), gqa_inputs),
 ]
 
+
+# cases of every kind of accumulator a split kernel hands to its tile's last block: streamed FMA and tensor-core
+# matmuls, rms / sum accumulators fused into the loads, attention's two sums (one staged on tensor cores, its sums
+# kept in the mma registers), a two-kernel split-K μGraph, bf16, and element-wise kernels that have no loop to split
+SPLIT_CASES = ["rms_norm_linear", "rms_norm_linear_m16", "rms_norm_linear_bf16", "gated_mlp", "gqa_decode",
+               "gqa_prefill_mma", "gated_mlp_m32", "split_k_m16", "structural", "streamed_epilogue", "elementwise"]

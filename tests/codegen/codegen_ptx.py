@@ -43,6 +43,8 @@ def arg_types(info):
     ts = [types.Array(types.int32 if v == "int32" else types.int16, 1, "C") for v in info.input_views]
     ts += [types.Array(types.float32 if d == "float32" else types.int16, 1, "C") for d in info.output_dtypes]
     ts.append(types.Array(types.float32, 1, "C"))
+    if info.counters:   # split-K: the tiles' arrival counters
+        ts.append(types.Array(types.int32, 1, "C"))
     return tuple(ts)
 
 

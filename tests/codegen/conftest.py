@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from codegen_cases import CASES, SPLIT_CASES
 from proc_helpers import ROOT, run_python
 
 HERE = Path(__file__).resolve().parent
@@ -67,3 +68,18 @@ def sim_results_ldmatrix(request, tmp_path_factory) -> dict:
     res = run_python(HERE / "sim_runner.py", tmp_path_factory.mktemp("sim_ldsm"),
                      args=["--mma", "--ldmatrix", "--smem=227", *extra], simulator=True, timeout=900, cwd=ROOT)
     return {"unrolled": 2 if request.param == "pipelined" else 1, **res}   # the loop body written out twice
+
+
+@pytest.fixture(scope="session", params=["2", "4-mma"])
+def sim_results_split(request, tmp_path_factory) -> dict:
+    """SPLIT_CASES with each tile's loop split over blocks (``CodegenOptions.split``): 2 blocks (FMA), or 4 on
+    tensor cores with two register sets of prefetch."""
+    args = {"2": ["--split=2"], "4-mma": ["--split=4", "--mma", "--pipeline=64x2"]}[request.param]
+    S = int(request.param[0])
+    # split 4 on the cases with a loop it divides (the others are the unsplit kernels of the split-2 run)
+    names = [n for n in SPLIT_CASES if S == 2 or any(op.block_graph.forloop_range % S == 0
+                                                       for op in dict((c[0], c[1]) for c in CASES)[n]().customized_ops)]
+    res = run_python(HERE / "sim_runner.py", tmp_path_factory.mktemp("sim_split"), args=[*args, *names],
+                     simulator=True, timeout=900, cwd=ROOT)
+    return {"split": S, **res}
+

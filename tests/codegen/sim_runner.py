@@ -38,8 +38,10 @@ def main() -> None:
     stages = next((int(a.split("=", 1)[1]) for a in args if a.startswith("--async=")), 0)
     # --ldmatrix: register-blocked tensor-core fragments by (emulated) ldmatrix (CodegenOptions.ldmatrix), on
     # ASYNC_CASES (with or without --async)
+    # --split=S: each tile's loop split over S blocks, the last adding their sums (CodegenOptions.split)
+    split = next((int(a.split("=", 1)[1]) for a in args if a.startswith("--split=")), 1)
     options = CodegenOptions(mma="--mma" in args, pipeline_words=words, pipeline_depth=depth, mma_b16=mv,
-                             smem_kb=smem or 48, async_stages=stages, ldmatrix="--ldmatrix" in args)
+                             smem_kb=smem or 48, async_stages=stages, ldmatrix="--ldmatrix" in args, split=split)
     names = {a for a in args if not a.startswith("--")}
     res = {}
     for name, build, make in ASYNC_CASES if stages or "--ldmatrix" in args else SMEM_CASES if smem else \
@@ -66,9 +68,12 @@ def main() -> None:
                      "shapes_ok": all(tuple(o.shape) == tuple(r.shape) for o, r in zip(outs, refs)),
                      "dyn_smem": [i.dyn_smem_bytes for i in k.generated.kernels],
                      "scratch": [i.scratch_floats_per_block for i in k.generated.kernels],
+                     "split_kernels": sum(1 for i in k.generated.kernels if i.counters),
                      "dynamic_ints": sum(src.count("smi = cuda.shared.array(0, dtype=I32)")
                                          for src in k.generated.kernel_sources.values()),
                      "dtypes": [str(o.dtype) for o in outs]}
+            if split > 1:   # the tiles' counters were reset by their last blocks: a second call adds up the same
+                entry["repeat_equal"] = all(torch.equal(a, b) for a, b in zip(outs, k(inputs=xs, poison=True)))
             if name == "rms_norm_linear":  # KernelGraph.__call__ delegates to the runtime
                 (o2,) = g(inputs=xs)
                 entry["call_rel"] = rel(o2, refs[0])

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from codegen_cases import ASYNC_CASES, CASES, MV_CASES, MV_STREAMS, SMEM_CASES
+from codegen_cases import ASYNC_CASES, CASES, MV_CASES, MV_STREAMS, SMEM_CASES, SPLIT_CASES
 
 TOL = {"torch.float16": 2e-3, "torch.float32": 2e-3, "torch.bfloat16": 1e-2}  # bf16 rounding alone is ~2e-3
 
@@ -160,3 +160,34 @@ def test_ldmatrix_fragments_match_reference(sim_results_ldmatrix: dict, name: st
     for err, dt in zip(r["rel"], r["dtypes"]):
         assert not math.isnan(err), f"{name}: NaN in the output (an element was never written, or overflow)"
         assert err < TOL[dt], f"{name}: relative error {err:.3g} >= {TOL[dt]} ({dt})"
+
+
+@pytest.mark.parametrize("name", SPLIT_CASES)
+def test_split_kernel_matches_reference(sim_results_split: dict, name: str) -> None:
+    """``CodegenOptions.split``: each tile's loop run by 2 or 4 blocks, the last to arrive adding their sums.
+
+    Checks the blocks' parts of the loop (a part read twice or skipped fails the float64 comparison), the
+    hand-over of every kind of accumulator (rms and sum fused into the loads, streamed FMA and tensor-core
+    partial sums, attention's sums kept in the mma registers) and that the tiles' counters are reset: a
+    second call gives the same bits. Kernels whose loop the split does not divide, or that have none, stay whole.
+    """
+    if name not in sim_results_split:
+        pytest.skip(f"{name}: no loop that {sim_results_split['split']} divides (run unsplit in the split-2 run)")
+    r = sim_results_split[name]
+    assert "error" not in r, r.get("error")
+    assert r["shapes_ok"]
+    S = sim_results_split["split"]
+    g = dict((c[0], c[1]) for c in CASES)[name]()
+    whole = [op.block_graph for op in g.customized_ops]
+    expected = sum(1 for bg in whole if bg.forloop_range % S == 0
+                   and any(op.op_type == "forloop_accum" for op in bg.ops))
+    assert r["split_kernels"] == expected
+    assert r["repeat_equal"]
+    for err, dt in zip(r["rel"], r["dtypes"]):
+        assert not math.isnan(err), f"{name}: NaN in the output (an element was never written, or overflow)"
+        assert err < TOL[dt], f"{name}: relative error {err:.3g} >= {TOL[dt]} ({dt})"
+
+
+def test_split_cases_split_some_kernels(sim_results_split: dict) -> None:
+    split = [n for n in SPLIT_CASES if sim_results_split.get(n, {}).get("split_kernels")]
+    assert len(split) >= (8 if sim_results_split["split"] == 2 else 3), split

@@ -86,6 +86,44 @@ def test_mma_b16_kernels_match_float64_reference(name, build, scales, threads, r
         _check_against_reference(name, g, k, scales, (5, 6), rel)
 
 
+SPLIT = [  # narrow grids whose loops split over blocks (CodegenOptions.split): norm + linear decode, gated MLP, attention
+    ("rmsnorm_linear_8x8192x10240_grid80", lambda: rms_norm_linear_fused(8, 8192, 10240, grid=80, forloop_range=64),
+     [1.0, 1 / 90], 512),
+    ("gated_mlp_8x4096x4096", lambda: gated_mlp_fused(8, 4096, 4096, grid=128, forloop_range=16),
+     [1.0, 1 / 64, 1 / 64], 256),
+    ("gqa_decode", lambda: gqa_flashdecoding(64, 1, 128, 4096, kv_splits=16, q_blocks=1, forloop_range=4),
+     [1 / 128 ** 0.5, 0.5, 1.0], 128),
+]
+
+
+@pytest.mark.parametrize("name,build,scales,threads", SPLIT, ids=[f[0] for f in SPLIT])
+def test_split_kernels_match_float64_reference_and_repeat(name, build, scales, threads, rel):
+    """Each tile's loop over 2 and 4 blocks, the last adding their sums: correct at full shape, the same bits on
+    every call (the counters are reset, the sums added in block order), in a CUDA graph and on a second stream."""
+    from mirage_lab.codegen import CodegenOptions
+    from mirage_lab.pipeline import with_block_dim
+
+    g = with_block_dim(build(), threads)
+    for opts in (CodegenOptions(split=2), CodegenOptions(mma=True, pipeline_words=64, pipeline_depth=2, split=4)):
+        k = mi.runtime.compile(g, options=opts)
+        assert any(i.counters for i in k.generated.kernels)
+        _check_against_reference(name, g, k, scales, (7,), rel)
+        xs = _inputs(g, scales, 8)
+        first = k(inputs=xs)
+        for _ in range(3):
+            assert all(torch.equal(a, b) for a, b in zip(first, k(inputs=xs)))
+        graphed = k(inputs=xs, graph=True)
+        assert all(torch.equal(a, b) for a, b in zip(first, graphed))
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            side = k(inputs=xs)
+        main = k(inputs=xs)
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        assert all(torch.equal(a, b) for a, b in zip(first, side)) and all(torch.equal(a, b) for a, b in zip(first, main))
+
+
 def test_cuda_graph_replay_tracks_in_place_input_updates():
     g = rms_norm_linear_fused(16, 4096, 4096, grid=256, forloop_range=16)
     k = mi.runtime.compile(g)
