@@ -108,3 +108,18 @@ def test_the_constants_are_the_tuning_gpus(monkeypatch):
     monkeypatch.setenv("MIRAGE_LAB_HBM_TBS", "fast")
     with pytest.raises(MirageLabError, match="MIRAGE_LAB_HBM_TBS must be a number of TB/s, got 'fast'"):
         hardware()
+
+
+def test_split_spreads_a_narrow_grid_and_pays_for_the_combine() -> None:
+    """80 tiles of a 168 MB weight: split over 8 blocks the grid covers every SM (the whole grid leaves 52 idle);
+    a split the loop does not divide is costed as the whole kernel."""
+    from mirage_lab.pipeline.cost_model import profile
+
+    g = with_block_dim(rms_norm_linear_fused(8, 8192, 10240, grid=80, forloop_range=64), 128)
+    whole, split = profile(g, CodegenOptions(mma=True))[0], profile(g, CodegenOptions(mma=True, split=8))[0]
+    assert (whole.blocks, whole.iters, whole.combine_trips) == (80, 64, 0.0)
+    assert (split.blocks, split.iters, split.combine_trips) == (640, 8, 2.0)
+    assert split.dram_total > whole.dram_total      # the partial sums written and read back
+    assert estimate(g, CodegenOptions(mma=True, split=8)).sm_share > estimate(g, CodegenOptions(mma=True)).sm_share
+    small = rms_norm_linear_fused(4, 256, 256, grid=8, forloop_range=4)
+    assert estimate(small, CodegenOptions(split=16)).us == estimate(small, CodegenOptions()).us

@@ -123,3 +123,14 @@ def test_tensor_core_variants_read_by_ldmatrix_only_where_a_register_blocked_loo
     vmod._MEMO.clear()
     assert not [v for v in vmod.lowering_variants(ex.rms_norm_linear_fused(grid=128), candidate=0)
                 if v.options.ldmatrix]
+
+
+def test_split_twins_only_for_grids_that_leave_sms_idle():
+    """80 tiles (fewer than 3/4 of 132 SMs): each lowering also split over 4 and 8 blocks; 128 tiles: none."""
+    narrow = vmod.lowering_variants(ex.rms_norm_linear_fused(8, 8192, 10240, grid=80, forloop_range=64))
+    tags = [v.options.tag() for v in narrow]
+    assert any("-sk4" in t for t in tags) and any("-sk8" in t for t in tags)
+    assert not any("-sk2" in t or "-sk16" in t for t in tags)
+    assert len({v.source_key for v in narrow}) == len(narrow)
+    wide = vmod.lowering_variants(ex.rms_norm_linear_fused(16, 4096, 4096, grid=128, forloop_range=16))
+    assert not any(v.options.split > 1 for v in wide)
