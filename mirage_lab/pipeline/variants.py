@@ -256,6 +256,18 @@ def _lowering_variants(graph: KernelGraph, threads: Sequence[int], option_sets: 
     seen: set[str] = set()
     errors: list[str] = []
     splits = split_factors(graph)
+
+    def twin(g: KernelGraph, t: int, o: CodegenOptions) -> None:
+        """Add the lowering of ``g`` at ``t`` threads with ``o`` (ldmatrix where read) unless its code is kept."""
+        try:
+            o, key, _ = _ldmatrix_where_read(g, o)
+        except MirageLabError as e:
+            errors.append(f"{t} threads, {o.tag()}: {e}")
+            return
+        if key not in seen:
+            seen.add(key)
+            out.append((g, o, t, key))
+
     for t in threads:
         try:
             g = with_block_dim(graph, t)
@@ -276,14 +288,7 @@ def _lowering_variants(graph: KernelGraph, threads: Sequence[int], option_sets: 
             seen.add(key)
             out.append((g, o, t, key))
             for S in splits:   # the same lowering with each tile's loop split over S blocks
-                try:
-                    o4, key4, _ = _ldmatrix_where_read(g, replace(o, split=S))
-                except MirageLabError as e:
-                    errors.append(f"{t} threads, {o.tag()}, split {S}: {e}")
-                    continue
-                if key4 not in seen:
-                    seen.add(key4)
-                    out.append((g, o4, t, key4))
+                twin(g, t, replace(o, split=S))
             for o3, key3 in _async_variants(g, asked, smem_kb):
                 if key3 not in seen:
                     seen.add(key3)
@@ -292,14 +297,7 @@ def _lowering_variants(graph: KernelGraph, threads: Sequence[int], option_sets: 
             # may be register-blocked (and read by ldmatrix) once it is in shared memory
             o2 = _smem_variant(asked, gen, smem_kb)
             if o2 is not None:
-                try:
-                    o2, key2, _ = _ldmatrix_where_read(g, o2)
-                except MirageLabError as e:
-                    errors.append(f"{t} threads, {o2.tag()}: {e}")
-                    continue
-                if key2 not in seen:
-                    seen.add(key2)
-                    out.append((g, o2, t, key2))
+                twin(g, t, o2)
     if not out:
         raise MirageLabError("no lowering of this μGraph could be generated: " + "; ".join(errors[:3]))
     return out
