@@ -277,7 +277,6 @@ class _Emitter(BufferPlanner, ElementwiseEmitter, LoaderEmitter, StreamEmitter, 
     def emit(self) -> tuple[str, KernelInfo]:
         p = self.p
         bg = self.bg
-        grid = bg.grid_dim
         self._acc_inits: list[tuple["STensor", int]] = []
         self._red_inits: list[str] = []
         # every buffer placed before any text is written: the stages write sm[...] / scr[...] directly
