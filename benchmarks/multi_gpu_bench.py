@@ -145,7 +145,7 @@ def _tune_on_cluster(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespac
                    "killed": kstate["victim"],
                    # the program's own lowerings: torch.compile's build (s; prewarm_s: a child process's part)
                    "program_lowerings": [(q.lowering, q.median_us, q.compile_s, q.prewarm_s) for q in rep.programs],
-                   "timeline": run.timeline}
+                   "timeline": run.timeline, "compiler_warmup": run.compiler_warmup}
             out["programs"][p.name] = rec
             builds = ", ".join(f"{q[0]} {q[2] or 0:.0f} s" + (f" (child {q[3]:.0f} s)" if q[3] else "")
                                for q in rec["program_lowerings"] if q[0] != "torch")
@@ -165,6 +165,10 @@ def _tune_on_cluster(n_gpus: int, per_gpu: int, work: list, a: argparse.Namespac
         out["gpu_task_s"] = {w: v["busy_s"] for w, v in out["gpu_timeline"].items()}
         log(f"   N={n_gpus}: GPU tasks per worker " + ", ".join(f"{v:.1f} s" for v in out["gpu_task_s"].values())
             + f" of {out['tune_s']:.1f} s")
+        warm = {w: v for x in out["programs"].values() for w, v in x.get("compiler_warmup", {}).items() if v.get("ran")}
+        if warm:
+            log(f"   N={n_gpus}: torch.compile warm-up per worker: " + ", ".join(
+                f"{w} {v.get('s', 0):.1f} s" + (f" ({v['error']})" if v.get("error") else "") for w, v in warm.items()))
         for w, v in out["gpu_timeline"].items():
             log(f"   N={n_gpus}: {w}: busy {v['busy_s']:.1f} s, idle {v['idle_s']:.1f} s of a {v['window_s']:.1f} s window, "
                 f"{v['waiting_compile_s']:.1f} s of it waiting on a unit's compile")

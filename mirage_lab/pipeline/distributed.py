@@ -124,7 +124,8 @@ class ClusterRun:
     ``reference``: the worker whose program lowerings and baselines the report carries;
     ``timeline``: each GPU task (``kind`` "start" or "unit") with its worker and wall-clock ``span``, and a unit's
     ``compile_span`` (its compile task, on the worker or a ``CPU`` worker): :func:`gpu_timeline_summary` says
-    where each GPU waited.
+    where each GPU waited; ``compiler_warmup``: per worker, its torch.compile warm-up (:func:`_warm_compiler_task`:
+    ``span``, seconds ``s`` or ``error``, and ``ran``: false where the process was already warm).
     """
 
     workers: list[WorkerRecord]
@@ -134,6 +135,7 @@ class ClusterRun:
     compiled_on: str
     reference: str
     timeline: list[dict[str, Any]] = field(default_factory=list)
+    compiler_warmup: dict[str, Any] = field(default_factory=dict)
 
     def rows(self) -> list[dict[str, Any]]:
         """One flat record per worker (JSON-ready): the calibration table."""
@@ -268,6 +270,40 @@ def gpu_lock_path() -> str:
     card = str(getattr(props, "uuid", "") or f"{props.name}-{getattr(props, 'pci_bus_id', torch.cuda.current_device())}")
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in card)
     return os.path.join(tempfile.gettempdir(), f"mirage_lab-gpu-{safe}.lock")
+
+
+_COMPILER_WARM: dict[str, Any] = {}   # this worker process's warm-up of torch.compile: {"s": seconds} or {"error": ...}
+_COMPILER_LOCK = threading.Lock()
+
+
+def _warm_compiler_task() -> str:
+    """torch.compile's first build in this worker process, on a tiny function, on a thread beside the GPU tasks.
+
+    A process's first build is the long one (dynamo, inductor and Triton starting up): 10-29 s on the H200 hosts,
+    the next ones 0.6-2 s (2026-11-29 (g), call G). Built by a run's program warm-up, it ran beside that worker's
+    GPU tasks and one of them took 20 s (2 H200s, 2026-11-29 (h), call G). Sent as a run starts, it runs while the
+    first units compile (their GPU tasks wait on those anyway). Once per process; a second call, or one made while
+    the first still runs, returns at once. Best effort: an error is reported, never raised."""
+    from ..runtime.paths import simulator_active
+
+    t0 = time.time()
+    if _COMPILER_WARM or not _COMPILER_LOCK.acquire(blocking=False):
+        return dumps({"worker": _worker_address(), "span": [t0, time.time()], **_COMPILER_WARM, "ran": False})
+    try:
+        if not _COMPILER_WARM:
+            try:
+                import torch
+
+                if not simulator_active() and torch.cuda.is_available():
+                    f = torch.compile(lambda x: torch.nn.functional.silu(x) * 2.0)
+                    f(torch.ones(256, device="cuda", dtype=torch.float16))
+                    torch.cuda.synchronize()
+                _COMPILER_WARM["s"] = round(time.time() - t0, 3)
+            except Exception as e:  # noqa: BLE001 - the run's own build reports what is wrong with torch.compile
+                _COMPILER_WARM["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    finally:
+        _COMPILER_LOCK.release()
+    return dumps({"worker": _worker_address(), "span": [t0, time.time()], **_COMPILER_WARM, "ran": True})
 
 
 def _compile_warmup(program: KernelGraph, lowerings: Sequence[str], sim: bool) -> Any:
@@ -630,6 +666,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
     futs: dict[Any, tuple[str, str, int | None]] = {}     # future -> (kind, worker, unit id)
     records: dict[str, WorkerRecord] = {}
     timeline: list[dict[str, Any]] = []     # every GPU task's span (ClusterRun.timeline)
+    warming: dict[str, Any] = {}            # worker -> its torch.compile warm-up (kept: a released future is cancelled)
     infos: dict[str, dict[str, Any]] = {}
     reason = "every planned variant was measured"
     done = 0
@@ -675,6 +712,10 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
             for w in live:
                 if w not in infos and not any(k == "start" and fw == w for k, fw, _ in futs.values()):
                     records.setdefault(w, WorkerRecord(w))
+                    if "torch.compile" in spec["program_lowerings"] and w not in warming:
+                        # on a thread of its own (no GPU resource): done once per worker process
+                        warming[w] = client.submit(_warm_compiler_task, workers=[w], allow_other_workers=False,
+                                                   pure=False, key=f"{run_id}-warm-{time.time_ns()}")
                     f = client.submit(_start_task, run_id, spec_for(w), w == designated, workers=[w],
                                       resources={RESOURCE: 1}, pure=False, key=f"{run_id}-start-{time.time_ns()}")
                     futs[f] = ("start", w, None)
@@ -773,6 +814,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                              f"{len(compilers)} CPU workers" if compilers else "each GPU worker's host"),
                          floor=floor_us(program))
         report.cluster.timeline = timeline
+        report.cluster.compiler_warmup = {w: json.loads(f.result()) for w, f in warming.items() if f.status == "finished"}
     finally:
         _release_reference(reference)
         client.cancel(list(futs))

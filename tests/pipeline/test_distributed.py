@@ -1,6 +1,8 @@
 """Tuning on a Dask cluster: GPU workers tune shares of the candidates; one merged report, one cache entry."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mirage_lab import examples as ex
@@ -44,7 +46,8 @@ with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={
                     "compiles": sorted((unit_of(k, "hostcompile"), w) for k, w in tasks if unit_of(k, "hostcompile")),
                     "compiled_on": rep.cluster.compiled_on if rep.cluster else None,
                     "timeline": rep.cluster.timeline if rep.cluster else [],
-                    "summary": gpu_timeline_summary(rep.cluster.timeline) if rep.cluster else {}}
+                    "summary": gpu_timeline_summary(rep.cluster.timeline) if rep.cluster else {},
+                    "warmup": rep.cluster.compiler_warmup if rep.cluster else {}}
     out["profiling"] = client.run(lambda dask_worker: [dask_worker.periodic_callbacks[n].is_running()
                                                        for n in ("profile", "profile-cycle")])
     try:
@@ -75,6 +78,9 @@ def test_a_local_cluster_tunes_shares_of_the_candidates_and_the_result_is_cached
     assert all(e["compile_span"][1] <= e["span"][0] + 1e-3 for e in units), units
     assert set(first["summary"]) == {w for _, w in first["units"]} | {e["worker"] for e in first["timeline"]}
     assert all(v["busy_s"] > 0 and v["idle_s"] >= v["waiting_compile_s"] >= 0 for v in first["summary"].values())
+    # torch.compile's warm-up went to the GPU workers (under the simulator it builds nothing): once per process
+    warm = first["warmup"]
+    assert warm and set(warm) <= set(first["summary"]) and all("s" in v and v["ran"] for v in warm.values()), warm
     assert again["hits"] == ["search", "tuning"] and not again["started"] and again["winner"] == first["winner"]
     assert "GPU=1" in r["no_gpu_error"]
     assert r["profiling"] and not any(any(v) for v in r["profiling"].values())   # stopped on every GPU worker
@@ -274,3 +280,27 @@ def test_gpu_timeline_summary_splits_idle_time_into_waiting_on_compiles_and_the_
     got = gpu_timeline_summary(t)
     assert got["a"] == {"window_s": 6.0, "busy_s": 3.0, "idle_s": 3.0, "waiting_compile_s": 2.0}
     assert got["b"] == {"window_s": 1.5, "busy_s": 1.0, "idle_s": 0.5, "waiting_compile_s": 0.0}
+
+
+def test_the_compiler_warm_up_runs_once_per_process_and_never_raises(monkeypatch):
+    """A second call (or one while the first runs) returns at once, saying it did not run; an error is reported."""
+    from mirage_lab.pipeline import distributed as d
+
+    monkeypatch.setattr(d, "_COMPILER_WARM", {})
+    first, second = json.loads(d._warm_compiler_task()), json.loads(d._warm_compiler_task())
+    assert first["ran"] and "s" in first and first["worker"] == "local"
+    assert not second["ran"] and second["s"] == first["s"]
+    monkeypatch.setattr(d, "_COMPILER_WARM", {})
+    assert d._COMPILER_LOCK.acquire()
+    try:   # another thread of the worker is warming it: no wait
+        assert json.loads(d._warm_compiler_task())["ran"] is False
+    finally:
+        d._COMPILER_LOCK.release()
+    import torch
+
+    monkeypatch.setattr(torch, "compile", lambda fn: (_ for _ in ()).throw(RuntimeError("no inductor here")))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr("mirage_lab.runtime.paths.simulator_active", lambda: False)
+    out = json.loads(d._warm_compiler_task())
+    assert out["ran"] and out["error"] == "RuntimeError: no inductor here"
+
