@@ -82,8 +82,9 @@ class Hardware:
     spill_us: float = 0.235              # one dependent local-memory access (a spilled register) [0.05]
     scratch_us: float = 0.29             # one dependent access to a buffer in global scratch (L2) [0.25]
     mma_flops_us: float = 6.63e5         # mma.sync m16n8k16 FLOPs per µs per SM [1.89e6: 250 TFLOP/s]
-    # blocks resident on one SM that each draw ``sm_bytes_us`` (a block's draw is bounded by its loads in flight):
-    # 1 caps an SM at one block's draw
+    # blocks resident on one SM that each draw ``sm_bytes_us`` (a block's draw is bounded by its loads in flight);
+    # 1 capped an SM at one block's draw. 2: rho within a program over 9 H200 tuner dumps 0.603 -> 0.635, the H100
+    # records 0.84 -> 0.83 (RESULTS.md "2026-11-29 (h)")
     sm_parallel_blocks: float = 2.0
 
 FITTED = ("sm_bytes_us", "dram_latency_us", "prefetch_gain", "piped_exposed", "warps_for_full_bw", "sync_us",
@@ -213,7 +214,6 @@ def _async_tile(bg, t, options: CodegenOptions, T: int) -> bool:
 
 def _kernel(bg, options: CodegenOptions) -> _Kernel:
     from ..codegen.plan import KernelPlan, mma_rows, staged_mma_fits
-
     from ..codegen.split import split_problem
 
     T = _prod(bg.block_dim)
