@@ -40,7 +40,8 @@ class _Carried:
 
     offset: int                              # floats from the area's start
     numel: int
-    finish: Callable[[Src, str], None]       # ``v`` holds the summed value of element ``e``: the rest of its path
+    # ``v`` holds the summed value of element ``e``: the rest of its path (None: back into ``target``'s buffer)
+    finish: Callable[[Src, str], None] | None
     target: "STensor"                        # the tensor that ``finish`` writes (its buffer, or an output)
 
 
@@ -76,7 +77,7 @@ class SplitEmitter:
         self._split_phase = False                  # True while the finishing code hands sums over
         self._ws_base = 0                          # floats: where the sums start in a block's scratch area
         self._ws_floats = 0
-        self._acc_guids = {op.outputs[0].guid for op in bg.ops if op.op_type == "forloop_accum"}
+        self._accs = {op.outputs[0].guid: op.outputs[0] for op in bg.ops if op.op_type == "forloop_accum"}
 
     @property
     def split(self) -> bool:
@@ -125,16 +126,20 @@ class SplitEmitter:
     # ------------------------------------------------------------------ phase A: hand the sums over
     def split_takes(self, t: "STensor") -> bool:
         """Whether a value of accumulator tensor ``t`` is to be handed over instead of finished."""
-        return self._split_phase and t.guid in self._acc_guids
+        return self._split_phase and t.guid in self._accs
 
     def split_put(self, s: Src, t: "STensor", e: str, numel: int, finish: Callable[[Src, str], None],
                   target: "STensor", v: str = "v") -> None:
         """Write ``v`` (element ``e`` of accumulator ``t``'s sums) to this block's scratch area."""
-        c = self._carried.get(t.guid)
-        if c is None:
-            c = self._carried[t.guid] = _Carried(self._ws_floats, numel, finish, target)
-            self._ws_floats += _aligned(numel)
+        c = self._carried.get(t.guid) or self._carry(t, numel, finish, target)
         s(f"scr[{add('sbase', str(self._ws_base + c.offset), e)}] = {v}")
+
+    def _carry(self, t: "STensor", numel: int, finish: Callable[[Src, str], None] | None,
+               target: "STensor") -> _Carried:
+        """The next line-aligned place in the area for accumulator ``t``'s ``numel`` sums."""
+        c = self._carried[t.guid] = _Carried(self._ws_floats, numel, finish, target)
+        self._ws_floats += _aligned(numel)
+        return c
 
     def split_begin(self, scratch: int) -> None:
         self._ws_base = _aligned(scratch)
@@ -143,8 +148,8 @@ class SplitEmitter:
     def split_carry(self, s: Src) -> None:
         """Accumulators left in shared-memory buffers after the loop (not handed over): copied to the area."""
         bufs = self.p.bufs
-        for guid in sorted(self._acc_guids - set(self._carried)):
-            t = next(op.outputs[0] for op in self.bg.ops if op.outputs and op.outputs[0].guid == guid)
+        for guid in sorted(set(self._accs) - set(self._carried)):
+            t = self._accs[guid]
             if self.bufname(t) not in bufs:
                 if self.consumers(t):
                     raise CodegenError(f"internal: kernel {self.name}: accumulator {t.name} is read after the loop "
@@ -152,10 +157,8 @@ class SplitEmitter:
                 continue
             s.comment(f"{t.name}: this block's sums, from its buffer")
             self.stage(s, reads={self.bufname(t)})
-            numel = t.numel()
-            c = self._carried[guid] = _Carried(self._ws_floats, numel, None, t)
-            self._ws_floats += _aligned(numel)
-            self.per_element(s, numel, lambda s, e, i, t=t, c=c: s(
+            c = self._carry(t, t.numel(), None, t)
+            self.per_element(s, c.numel, lambda s, e, i, t=t, c=c: s(
                 f"scr[{add('sbase', str(self._ws_base + c.offset), e)}] = {self.ref(t, e)}"), unroll=False)
 
     # ------------------------------------------------------------------ the last block
@@ -181,21 +184,22 @@ class SplitEmitter:
         """The ``S`` blocks' sums of each accumulator, added in block order, down the rest of its path."""
         area = self.area_floats(scratch)
         s(f"tb = {mul(self.tile_linear(), area)}")
-        for guid, c in self._carried.items():
-            base = self._ws_base + c.offset
-            terms = [f"scr[{add('tb', str(base + k * self.tiles * area), '{e}')}]" for k in range(self.S)]
+        for c in self._carried.values():
+            def total(e: str, base: int = self._ws_base + c.offset) -> str:   # the S blocks' sums of element e
+                return " + ".join(f"scr[{add('tb', str(base + k * self.tiles * area), e)}]" for k in range(self.S))
+
             t = c.target
             if c.finish is None:   # back into its shared-memory buffer
                 s.comment(f"{t.name} = the sum of the {self.S} blocks' buffers")
                 self.stage(s, writes={self.bufname(t)})
-                self.per_element(s, c.numel, lambda s, e, i, t=t, terms=terms: s(
-                    f"{self.ref(t, e)} = {' + '.join(x.format(e=e) for x in terms)}"), unroll=False)
+                self.per_element(s, c.numel, lambda s, e, i, t=t, total=total: s(f"{self.ref(t, e)} = {total(e)}"),
+                                 unroll=False)
                 continue
             s.comment(f"{t.name} <- the sum of the {self.S} blocks' partial sums")
             self.stage(s, writes=self.sink_sets(t, "post"))
 
-            def body(s: Src, e: str, i: int | None, terms=terms, c=c) -> None:
-                s(f"v = {' + '.join(x.format(e=e) for x in terms)}")
+            def body(s: Src, e: str, i: int | None, total=total, c=c) -> None:
+                s(f"v = {total(e)}")
                 c.finish(s, e)
 
             self.per_element(s, c.numel, body, unroll=False)
