@@ -167,6 +167,43 @@ def matmul_split_k(rows: int = 32, hidden: int = 4096, out: int = 4608, splits: 
     return g
 
 
+def lora_program(rows: int = 16, hidden: int = 4096, out: int = 4096, rank: int = 16,
+                 dtype: DType = float16) -> KernelGraph:
+    """``O = X @ W + (X @ A) @ B``: a frozen projection with its rank-``rank`` LoRA adapter."""
+    g = new_kernel_graph()
+    X = g.new_input(dims=(rows, hidden), dtype=dtype)
+    W = g.new_input(dims=(hidden, out), dtype=dtype)
+    A = g.new_input(dims=(hidden, rank), dtype=dtype)
+    B = g.new_input(dims=(rank, out), dtype=dtype)
+    g.mark_output(g.add(g.matmul(X, W), g.matmul(g.matmul(X, A), B)))
+    return g
+
+
+def lora_fused(rows: int = 16, hidden: int = 4096, out: int = 4096, rank: int = 16, grid: int | None = None,
+               forloop_range: int | None = None, dtype: DType = float16) -> KernelGraph:
+    """Two kernels: ``T = X @ A`` (a plain matmul), then one customized op whose loop walks the hidden
+    dim of ``X``/``W`` and the rank of ``T``/``B`` together, summing ``X W`` and ``T B`` in one pass
+    (W read once; the rank-r product computed once, not by every block)."""
+    grid = grid or _largest_divisor(out, 128)
+    frange = forloop_range or _largest_divisor(rank, 4)
+    g = new_kernel_graph()
+    X = g.new_input(dims=(rows, hidden), dtype=dtype)
+    W = g.new_input(dims=(hidden, out), dtype=dtype)
+    A = g.new_input(dims=(hidden, rank), dtype=dtype)
+    B = g.new_input(dims=(rank, out), dtype=dtype)
+    T = g.matmul(X, A)
+    bg = new_threadblock_graph(grid_dim=(grid, 1, 1), block_dim=(128, 1, 1), forloop_range=frange)
+    x = bg.new_input(X, input_map=(-1, -1, -1), forloop_dim=1)
+    w = bg.new_input(W, input_map=(1, -1, -1), forloop_dim=0)
+    b = bg.new_input(B, input_map=(1, -1, -1), forloop_dim=0)
+    t = bg.new_input(T, input_map=(-1, -1, -1), forloop_dim=1)
+    acc = bg.add(bg.forloop_accum(bg.matmul(x, w)), bg.forloop_accum(bg.matmul(t, b)))
+    bg.new_output(acc, output_map=(1, -1, -1))
+    (O,) = g.customized([X, W, B, T], bg)
+    g.mark_output(O)
+    return g
+
+
 def _largest_divisor(n: int, at_most: int) -> int:
     for d in range(min(n, at_most), 0, -1):
         if n % d == 0:

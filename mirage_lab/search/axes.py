@@ -215,14 +215,25 @@ def split_axes(graph: KernelGraph) -> frozenset[int]:
 
 
 def is_coherent(classes: Sequence[Sequence[int]], grid: Sequence[int], imaps: Sequence[Sequence[int]],
-                fmaps: Sequence[int]) -> bool:
-    """Does each grid axis, and the loop, walk one logical axis in every input it touches?"""
+                fmaps: Sequence[int], summed: frozenset[int] | None = None) -> bool:
+    """Does each grid axis, and the loop, walk one logical axis in every input it touches?
+
+    With ``summed`` (:func:`summed_axes`), a loop may also walk several axes the program sums
+    over, each in at least two inputs: the operands of two products, each summed over its own
+    axis and added in one accumulator (LoRA's ``X·W + (X·A)·B``: ``X`` and ``W`` walk the hidden
+    axis while ``X·A`` and ``B`` walk the rank in the same iterations).
+    """
     for a in range(3):
         if grid[a] <= 1:
             continue
         if len({cls[m[a]] for cls, m in zip(classes, imaps) if m[a] >= 0}) > 1:
             return False
-    return len({cls[f] for cls, f in zip(classes, fmaps) if f >= 0}) <= 1
+    walked = [cls[f] for cls, f in zip(classes, fmaps) if f >= 0]
+    if len(set(walked)) <= 1:
+        return True
+    # every input that has a walked axis walks it (else its tiles cannot meet the others')
+    return summed is not None and all(c in summed and walked.count(c) >= 2 for c in walked) and \
+        all(f >= 0 and cls[f] == c for cls, f in zip(classes, fmaps) for c in set(walked) if c in cls)
 
 
 def is_consistent(classes: Sequence[Sequence[int]], grid: Sequence[int], imaps: Sequence[Sequence[int]],
@@ -281,7 +292,7 @@ def root_tier(classes: Sequence[Sequence[int]], grid: Sequence[int], imaps: Sequ
     accumulator adds up the iterations: the loop must walk an axis the program sums over).
     4: the rest.
     """
-    if not is_coherent(classes, grid, imaps, fmaps):
+    if not is_coherent(classes, grid, imaps, fmaps, summed):
         return INCOHERENT
     split_all = {cls[m[a]] for cls, m in zip(classes, imaps) for a in range(3) if grid[a] > 1 and m[a] >= 0}
     looped_not_summed = summed is not None and any(f >= 0 and cls[f] not in summed for cls, f in zip(classes, fmaps))

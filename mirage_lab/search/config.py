@@ -149,7 +149,10 @@ class SearchConfig:
             kw.update(max_customized_ops=2, two_d_grids=True, block_accums=BLOCK_ACCUMS + ("sum_todimx",),
                       reduction_dimx=None)
         if config == "lora":
-            kw.update(max_block_inputs=4)
+            # The last customized op may re-read one input an earlier kernel op read: LoRA's X beside
+            # X·A, for the two-kernel plan whose loop sums X·W and (X·A)·B together (W read once, the
+            # rank-r product computed once, not once per block).
+            kw.update(max_block_inputs=4, max_extra_final_inputs=1)
         kw.update(griddims=_maps(griddims, "griddims"), imaps=_maps(imaps, "imaps"), omaps=_maps(omaps, "omaps"))
         if fmaps is not None:
             kw["fmaps"] = tuple(int(f) for f in fmaps)

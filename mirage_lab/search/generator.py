@@ -38,7 +38,7 @@ from .prefilter import may_be_subexpression
 from .shapes import MAX_FP_ELEMENTS, numel, op_out_dims
 from .state import BINARY, TYPE_RANK, UNARY, BlockRoot, Cancelled, Hit, Node, Task, order_key
 from .target import Target
-from .task_order import alternate, interleave_tilings, tiling_of  # noqa: F401  (tiling_of: its old home)
+from .task_order import task_order, tiling_of  # noqa: F401  (tiling_of: its old home)
 from .tilings import tilings
 
 __all__ = ["Generator", "Target", "Task", "BlockRoot", "Hit", "Node", "Cancelled", "order_key", "MAX_FP_ELEMENTS",
@@ -89,9 +89,10 @@ class Generator(SplitKRules, BlockSearch):
         the deep kernel-level subtrees spread over workers too (``child=None``: the state
         after the first op itself). The order (it never changes the set searched):
 
-        1. coherent customized ops that read every input the outputs need: first ones, then
-           those after one of the program's own kernel ops (residual's ``add``, then a fused
-           norm + linear: a program with more inputs than one customized op may read);
+        1. coherent customized ops that read every input the outputs need: first ones (split-K's
+           and the consistent ones after one of the program's own kernel ops taking turns with
+           tier 2's: :func:`.task_order.task_order`), then the other ones after the program's own
+           kernel ops (residual's ``add``, then a fused norm + linear);
         2. coherent first customized ops that read exactly the inputs some tensor of the
            program depends on (QK-norm's Q and its weight: they can compute that tensor);
         3. coherent customized ops after another kernel op that read every needed input, then
@@ -158,14 +159,7 @@ class Generator(SplitKRules, BlockSearch):
                     tier = root_tier([after_cls[i] for i in root.inputs], root.grid, root.imaps, root.fmaps,
                                      combinable, unsplittable, summed) if needed <= read else INCOHERENT
                     (kernel if tier == INCOHERENT else later_full[2 * tier + own]).append(task)
-        later_own, later_other = later_full[0::2], later_full[1::2]
-        # split-K roots take turns with the one-kernel fused tilings of their tier: a search cut
-        # short by ``search_seconds`` reaches both kinds (the order only; the set is the same)
-        out = [t for tier in first_full[:2] for t in interleave_tilings(tier)]
-        out += alternate(interleave_tilings(first_full[2]), interleave_tilings(first_split))
-        out += [t for tiers in (first_full[3:], later_own, partial, later_other, partial_other) for tier in tiers
-                for t in interleave_tilings(tier)]
-        out += kernel + incoherent
+        out = task_order(first_full, first_split, later_full, partial, partial_other, kernel + incoherent)
         for i, task in enumerate(out):
             task.index = i
         return out

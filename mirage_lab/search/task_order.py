@@ -40,12 +40,36 @@ def interleave_tilings(tasks: list[Task]) -> list[Task]:
     return out
 
 
-def alternate(a: list, b: list) -> list:
-    """``a`` and ``b`` taking turns, the longer one's rest at the end."""
+def alternate(*lists: list) -> list:
+    """The lists taking turns, one item each, the longer ones' rest at the end."""
     out = []
-    for x, y in itertools.zip_longest(a, b):
-        out += [t for t in (x, y) if t is not None]
+    for items in itertools.zip_longest(*lists):
+        out += [t for t in items if t is not None]
     return out
 
 
-__all__ = ["tiling_of", "interleave_tilings", "alternate"]
+def task_order(first_full: list[list[Task]], first_split: list[Task], later_full: list[list[Task]],
+               partial: list[list[Task]], partial_other: list[list[Task]], rest: list[Task]) -> list[Task]:
+    """The search's tasks in order, from its lists by tier (:meth:`.generator.Generator.tasks`).
+
+    ``first_full[tier]``: first customized ops reading every needed input; ``first_split``: split-K's;
+    ``later_full[2 * tier + other]``: customized ops after a kernel op (``other`` 0 where that op
+    computes one of the program's own tensors); ``partial`` / ``partial_other``: first ones reading
+    fewer inputs; ``rest``: the kernel-op subtrees and incoherent roots, last.
+
+    Three kinds of fused tilings take turns at tier 2: one kernel reading everything, split-K's, and
+    a fused op after one of the program's own kernel ops (LoRA's ``X·A``, then ``X·W`` and
+    ``(X·A)·B`` summed in one loop: W read once, the rank-r product not redone by every block;
+    residual's add, then the fused norm + linear). Which is fastest depends on the program, and a
+    search cut short by ``search_seconds`` must reach all three.
+    """
+    later_own, later_other = later_full[0::2], later_full[1::2]
+    out = [t for tier in first_full[:2] for t in interleave_tilings(tier)]
+    after_own = [t for tier in later_own[:3] for t in interleave_tilings(tier)]
+    out += alternate(interleave_tilings(first_full[2]), interleave_tilings(first_split), after_own)
+    out += [t for tiers in (first_full[3:], later_own[3:], partial, later_other, partial_other) for tier in tiers
+            for t in interleave_tilings(tier)]
+    return out + rest
+
+
+__all__ = ["tiling_of", "interleave_tilings", "alternate", "task_order"]

@@ -8,6 +8,7 @@ make :class:`~.state.BlockRoot` choices.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Callable, Iterator, Sequence
@@ -17,6 +18,12 @@ from ..ir.tiling import tile_dims
 from .config import SearchConfig, normalize_map
 
 Tiling = tuple  # (grid, imaps, fmaps, frange)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _tile(dims: tuple[int, ...], grid: tuple, imap: tuple, fmap: int, fr: int) -> tuple[int, ...]:
+    # listing a program's tasks asks for the same few thousand tiles a million times (LoRA: 57k roots)
+    return tile_dims(dims, grid, imap, fmap, fr)
 
 
 def tilings(cfg: SearchConfig, dims: list[tuple[int, ...]], itemsize: int,
@@ -51,6 +58,11 @@ def tilings(cfg: SearchConfig, dims: list[tuple[int, ...]], itemsize: int,
                     yield grid, imaps, fmaps, fr
 
 
+@functools.lru_cache(maxsize=1024)
+def _omaps(cfg: SearchConfig, grid: tuple) -> list[tuple]:
+    return [normalize_map(om, grid) for om in cfg.omap_candidates()]
+
+
 def final_tiles_reachable(cfg: SearchConfig, outputs: Sequence[tuple[int, ...]], dims: list, grid: tuple,
                           imaps: tuple, fmaps: tuple, fr: int) -> bool:
     """For the last kernel op: can some output map give a target output's shape?
@@ -61,12 +73,11 @@ def final_tiles_reachable(cfg: SearchConfig, outputs: Sequence[tuple[int, ...]],
     block must write, the target's output dims divided along the mapped grid axes, has
     to fit under those bounds.
     """
-    tiles = [tile_dims(d, grid, m, f, fr) for d, m, f in zip(dims, imaps, fmaps)]
+    tiles = [_tile(tuple(d), grid, m, f, fr) for d, m, f in zip(dims, imaps, fmaps)]
     for out in outputs:
         rank = len(out)
         bound = [max((t[k] for t in tiles if len(t) == rank), default=0) for k in range(rank)]
-        for om in cfg.omap_candidates():
-            om = normalize_map(om, grid)
+        for om in _omaps(cfg, tuple(grid)):
             if any(grid[a] > 1 and not 0 <= om[a] < rank for a in range(3)):
                 continue
             tile = list(out)
@@ -148,5 +159,5 @@ def loader_smem(dims: list, grid: tuple, imaps: tuple, fmaps: tuple, fr: int, it
     """Bytes of shared memory the loaders' tiles take."""
     total = 0
     for d, m, f in zip(dims, imaps, fmaps):
-        total += math.prod(tile_dims(d, grid, m, f, fr)) * itemsize
+        total += math.prod(_tile(tuple(d), tuple(grid), tuple(m), f, fr)) * itemsize
     return total

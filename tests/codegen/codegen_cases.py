@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 
 import mirage_lab as mi
-from mirage_lab.examples import gated_mlp_fused, gqa_flashdecoding, matmul_split_k, rms_norm_linear_fused
+from mirage_lab.examples import gated_mlp_fused, gqa_flashdecoding, lora_fused, matmul_split_k, rms_norm_linear_fused
 
 
 def randn_inputs(scale: float = 1.0, positive: bool = False):
@@ -169,6 +169,10 @@ CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [
     ("gated_mlp_48_columns", lambda: gated_mlp_fused(4, 128, 96, grid=2, forloop_range=2), randn_inputs(0.5)),
     ("rms_norm_linear_384_columns", lambda: rms_norm_linear_fused(4, 64, 384, grid=1, forloop_range=2),
      randn_inputs()),
+    # LoRA's two kernels: X·A as a plain matmul, then X·W and (X·A)·B summed in one loop that walks the hidden
+    # dim and the rank together (two streams, two accumulators added after the loop; the rank's 4-wide
+    # k-slices stay on FMA under mma=True)
+    ("lora_fused", lambda: lora_fused(16, 128, 64, 16, grid=2, forloop_range=4), randn_inputs(0.5)),
     # split-K: partial sums on a (splits, column blocks) grid, then a combine kernel looping over them
     ("split_k_l2_norm", lambda: matmul_split_k(4, 64, 64, splits=4, col_blocks=2, forloop_range=2, l2_norm=True),
      randn_inputs()),

@@ -31,7 +31,8 @@ def test_kernel_graph_call_delegates_to_runtime(sim_results: dict) -> None:
 # cases whose streamed matmuls take the tensor-core layout under CodegenOptions(mma=True)
 MMA_CASES = {"rms_norm_linear": 1, "rms_norm_linear_m16": 1, "rms_norm_linear_bf16": 1, "gated_mlp": 2,
              "gqa_decode": 2, "streamed_epilogue": 1,
-             "rms_norm_linear_80_columns": 1, "gated_mlp_48_columns": 2, "rms_norm_linear_384_columns": 1}
+             "rms_norm_linear_80_columns": 1, "gated_mlp_48_columns": 2, "rms_norm_linear_384_columns": 1,
+             "lora_fused": 1}
 
 
 # cases with matmuls of two staged tiles on tensor cores (QK^T and exp(S)V of attention; split-K's partial X·W,

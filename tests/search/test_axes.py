@@ -67,3 +67,21 @@ def test_tasks_of_a_tier_take_turns_over_tilings_and_keep_each_tilings_order():
     assert sorted(id(t) for t in mixed) == sorted(id(t) for t in blocks)
     for tl in tilings:
         assert [t for t in mixed if _tiling(t) == tl] == [t for t in blocks if _tiling(t) == tl]
+
+
+def test_a_loop_may_walk_two_summed_axes_each_in_a_pair_of_inputs():
+    # LoRA after T = X·A: X and W walk the hidden dim, T and B the rank, in the same iterations
+    from mirage_lab.search.axes import op_axis_classes, summed_axes
+    g = ex.lora_program(4, 64, 64, 8)
+    x, w, a, b = input_axis_classes(g)
+    t = op_axis_classes("matmul", [((4, 64), x), ((64, 8), a)], (4, 8))
+    summed = summed_axes(g)
+    grid, maps = (2, 1, 1), ((-1, -1, -1), (1, -1, -1), (1, -1, -1), (-1, -1, -1))
+    assert is_coherent([x, w, b, t], grid, maps, (1, 0, 0, 1), summed)
+    assert not is_coherent([x, w, b, t], grid, maps, (1, 0, 0, 1))          # without the program's sums
+    # the rank walked by B alone (T not looped), or X's hidden dim walked while W's is not: incoherent
+    assert not is_coherent([x, w, b, t], grid, maps, (1, 0, 0, -1), summed)
+    assert not is_coherent([x, w, b, t], grid, maps, (1, -1, 0, 1), summed)
+    # two axes in one input set where one input (A) has the walked hidden dim but walks the rank
+    assert not is_coherent([x, w, a, b], grid, ((-1, -1, -1), (1, -1, -1), (-1, -1, -1), (1, -1, -1)),
+                           (1, 0, 1, 0), summed)
