@@ -35,7 +35,7 @@ from .autotune import TuneFinished, TuneReport, TuneStarted, VariantDone, Varian
 from .calibration import calibrate_gpu, calibration_outliers
 from .codec import decode, dumps, encode
 from .contenders import PROGRAM_LOWERINGS
-from .scheduling import Move, UnitScheduler, make_units, unit_size
+from .scheduling import TAKEN, Move, UnitScheduler, make_units, unit_size
 from .stopping import STOP_MARGIN
 
 RESOURCE = "GPU"      # the worker resource that marks one GPU
@@ -688,6 +688,31 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
         client.cancel(gone)
         spec_of.pop(w, None)
 
+    compiles: dict[int, Any] = {}     # unit id -> its compile future (cancelled with the unit when it is taken)
+
+    def send(w: str, unit: Any, possible: set[int]) -> None:
+        """Compile and measure ``unit`` on ``w`` (dropped untried if no variant in it can still win)."""
+        todo = [i for i in unit.variants if i in possible]
+        if not todo:
+            sched.skip(w, unit.id)
+            return
+        items = dumps(encode([(i, results[i]) for i in todo]))
+        if compilers:
+            compiled = client.submit(_compile_task, items, spec["cache_dir"], resources={CPU_RESOURCE: 1},
+                                     pure=False, key=f"{run_id}-compile-{unit.id}-{time.time_ns()}")
+        else:   # on the worker's host, on another of its threads, while its GPU measures the units before
+            compiled = client.submit(_host_compile_task, items, spec["cache_dir"], spec["compile_workers"],
+                                     spec["gpus_per_host"], workers=[w], allow_other_workers=False,
+                                     pure=False, key=f"{run_id}-hostcompile-{unit.id}-{time.time_ns()}")
+        compiles[unit.id] = compiled
+        f = client.submit(_measure_task, run_id, spec_for(w), items, compiled, workers=[w],
+                          resources={RESOURCE: 1}, pure=False, key=f"{run_id}-unit-{unit.id}-{time.time_ns()}")
+        futs[f] = ("unit", w, unit.id)
+
+    def waiting(holder: str, uid: int) -> bool:
+        """The unit's results are not back yet (a unit whose results are in is not taken)."""
+        return not any(k == "unit" and fw == holder and u == uid and f.done() for f, (k, fw, u) in futs.items())
+
     def usable(live: list[str]) -> list[str]:
         """Live GPU workers not lost, whose spec is there (one that left while it was sent is noticed next round)."""
         out = []
@@ -729,22 +754,15 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
             prog_us = min((p.median_us for i in infos.values() for p in i["programs"] if p.ok and p.timings),
                           default=float("inf"))
             possible = still_possible(results, prog_us, stop_margin if timed else None)
+            # a started worker with nothing in hand takes a unit waiting behind another's (its tasks there cancelled)
+            for victim, w, unit in sched.take_waiting([w for w in live if w in infos], waiting):
+                gone = [f for f, (k, fw, u) in futs.items() if k == "unit" and fw == victim and u == unit.id]
+                for f in gone:
+                    del futs[f]
+                client.cancel(gone + [c for c in [compiles.pop(unit.id, None)] if c is not None])
+                send(w, unit, possible)
             for w, unit in sched.assign(live):
-                todo = [i for i in unit.variants if i in possible]
-                if not todo:
-                    sched.skip(w, unit.id)
-                    continue
-                items = dumps(encode([(i, results[i]) for i in todo]))
-                if compilers:
-                    compiled = client.submit(_compile_task, items, spec["cache_dir"], resources={CPU_RESOURCE: 1},
-                                             pure=False, key=f"{run_id}-compile-{unit.id}-{time.time_ns()}")
-                else:   # on the worker's host, on another of its threads, while its GPU measures the units before
-                    compiled = client.submit(_host_compile_task, items, spec["cache_dir"], spec["compile_workers"],
-                                             spec["gpus_per_host"], workers=[w], allow_other_workers=False,
-                                             pure=False, key=f"{run_id}-hostcompile-{unit.id}-{time.time_ns()}")
-                f = client.submit(_measure_task, run_id, spec_for(w), items, compiled, workers=[w],
-                                  resources={RESOURCE: 1}, pure=False, key=f"{run_id}-unit-{unit.id}-{time.time_ns()}")
-                futs[f] = ("unit", w, unit.id)
+                send(w, unit, possible)
             if sched.complete and not any(k == "start" for k, _, _ in futs.values()):
                 if timed and sched.skipped:
                     reason = (f"the best measured can no longer change: none of the variants left is rated a possible "
@@ -793,6 +811,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                     timeline.append({"kind": "start", "worker": w, "span": payload.get("span")})
                     continue
                 sched.done(w, uid)  # type: ignore[arg-type]
+                compiles.pop(uid, None)
                 records[w].units += 1
                 timeline.append({"kind": "unit", "unit": uid, "worker": w, "span": payload.get("span"),
                                  "compile_span": payload.get("compile_span")})
@@ -872,9 +891,12 @@ def _finish(program: KernelGraph, results: list[VariantResult], sched: UnitSched
     untried = sum(r.compile_s is None for r in results)
     if untried and "ran out" in reason:
         reason += f" with {untried} of {len(results)} variants not measured"
-    if sched.moves:
-        again = sum(sched.finished.get(m.unit) == m.to_worker for m in sched.moves)
-        reason += f"; {len(sched.moves)} unit(s) given back by lost workers, {again} measured by another"
+    lost_moves = [m for m in sched.moves if m.reason != TAKEN]
+    if lost_moves:
+        again = sum(sched.finished.get(m.unit) == m.to_worker for m in lost_moves)
+        reason += f"; {len(lost_moves)} unit(s) given back by lost workers, {again} measured by another"
+    if len(lost_moves) < len(sched.moves):
+        reason += f"; {len(sched.moves) - len(lost_moves)} unit(s) taken by idle workers from busy ones"
     return TuneReport(results, best_variant(results, timed), base, floor, infos[ref]["policy"],
                       time.monotonic() - t0, tune_seconds, untried, infos[ref]["device"], timed=timed,
                       programs=programs, eager=eager, stop_reason=reason, cluster=run)

@@ -304,3 +304,43 @@ def test_the_compiler_warm_up_runs_once_per_process_and_never_raises(monkeypatch
     out = json.loads(d._warm_compiler_task())
     assert out["ran"] and out["error"] == "RuntimeError: no inductor here"
 
+
+
+# Two worker processes sharing one (simulated) GPU; the first variant timed anywhere sleeps 6 s (a process's first
+# torch.compile build, 19 s on an H200 on 2026-11-29): the other worker, once idle, takes the unit waiting behind it.
+TAKEN = KILLED.split("if __name__")[0].replace("import faulthandler, json, os, warnings, zlib",
+                                              "import faulthandler, json, os, time, warnings, zlib") + '''
+class SlowFirst(FakeTimer):
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+    def graph(self, name, check_inputs, capture, inputs, repeats):
+        if "/t" in name and first(self.path):
+            time.sleep(6.0)
+        return super().graph(name, check_inputs, capture, inputs, repeats)
+
+if __name__ == "__main__":
+    faulthandler.dump_traceback_later(240, exit=True)
+    g = ex.rms_norm_linear_program(4, 64, 64)
+    cands = [ex.rms_norm_linear_fused(4, 64, 64, grid=4, forloop_range=4)]
+    kw = dict(max_variants=6, program_lowerings=("torch",), stop_margin=None, tune_seconds=600)
+    one = autotune(g, cands, timer=FakeTimer(), **kw)
+    with local_gpu_cluster(gpus=[0], per_gpu=2, cpu_workers=0) as lc, Client(lc) as client:
+        rep = autotune_on_cluster(g, cands, client, timer=SlowFirst(os.path.abspath("slow")), calibrate=None,
+                                  unit_variants=1, **kw)
+    run = rep.cluster
+    print("RESULTS " + json.dumps({
+        "one": one.chosen.variant.tag, "many": rep.chosen.variant.tag, "planned": len(rep.results),
+        "tried": sum(r.compile_s is not None for r in rep.results), "reason": rep.stop_reason,
+        "moved": [[m.unit, m.from_worker, m.to_worker, m.reason] for m in run.moved],
+        "units": {w["worker"]: w["units"] for w in run.rows()}}))
+'''
+
+
+def test_an_idle_gpu_worker_takes_the_unit_waiting_behind_a_slow_one(tmp_path):
+    r = run_python(TAKEN, tmp_path, timeout=300)
+    assert r["planned"] == r["tried"] == 6, r                        # each measured once, none lost
+    taken = [m for m in r["moved"] if m[3] == "taken by an idle worker"]
+    assert taken and all(m[1] != m[2] for m in taken), r
+    assert f"{len(taken)} unit(s) taken by idle workers from busy ones" in r["reason"]
+    assert r["many"] == r["one"]

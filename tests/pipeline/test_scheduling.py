@@ -17,18 +17,22 @@ from mirage_lab.pipeline.codec import decode, dumps, encode
 from mirage_lab.pipeline.cost_model import Estimate
 from mirage_lab.pipeline.distributed import (ClusterRun, WorkerRecord, best_variant, first_correct_settled,
                                              still_possible)
-from mirage_lab.pipeline.scheduling import Move, UnitScheduler, make_units, unit_size
+from mirage_lab.pipeline.scheduling import TAKEN, Move, UnitScheduler, make_units, unit_size
 from mirage_lab.pipeline.variants import Variant
 from mirage_lab.runtime.profile import Timing
 
 
 def simulate(sched: UnitScheduler, speed: dict[str, float], *, die: dict[str, float] | None = None,
-             join: dict[str, float] | None = None) -> dict[int, list[str]]:
+             join: dict[str, float] | None = None, first_extra: dict[str, float] | None = None,
+             take: bool = False, clock: list[float] | None = None) -> dict[int, list[str]]:
     """Fake workers on a fake clock: a unit of n variants takes n / speed; a worker in ``die`` leaves at that time.
 
-    Returns, for each variant, the workers that finished it (exactly one each when nothing is lost).
+    ``first_extra``: seconds a worker's first unit takes beyond that (its first torch.compile build); ``take``:
+    idle workers take units waiting in others' hands (:meth:`UnitScheduler.take_waiting`); ``clock`` gets the
+    time the last unit ended. Returns, for each variant, the workers that finished it (exactly one each when
+    nothing is lost).
     """
-    die, join = die or {}, join or {}
+    die, join, first_extra = die or {}, join or {}, dict(first_extra or {})
     now, busy_until, queue = 0.0, {}, {}   # worker -> time its current unit ends; worker -> units in hand, in order
     measured: dict[int, list[str]] = {}
     for _ in range(10_000):
@@ -38,10 +42,16 @@ def simulate(sched: UnitScheduler, speed: dict[str, float], *, die: dict[str, fl
             queue.pop(w, None)
         for w, unit in sched.assign(live):
             queue.setdefault(w, []).append(unit)
+        if take:
+            for victim, w, unit in sched.take_waiting([w for w in live if not queue.get(w)]):
+                queue[victim].remove(unit)
+                queue.setdefault(w, []).append(unit)
         for w in live:
             if queue.get(w) and w not in busy_until:
-                busy_until[w] = now + len(queue[w][0].variants) / speed[w]
+                busy_until[w] = now + len(queue[w][0].variants) / speed[w] + first_extra.pop(w, 0.0)
         if sched.complete:
+            if clock is not None:
+                clock.append(now)
             return measured
         events = [t for w, t in busy_until.items()] + [t for t in [*die.values(), *join.values()] if t > now]
         now = min(events)
@@ -84,6 +94,33 @@ def test_a_faster_worker_takes_more_units_and_each_variant_is_measured_once():
     assert sorted(measured) == list(range(40)) and all(len(w) == 1 for w in measured.values())
     per = sched.units_per_worker()
     assert per["fast"] >= 2 * per["slow"] and sum(per.values()) == 20 and not sched.moves
+
+
+def test_an_idle_worker_takes_the_units_waiting_behind_a_slow_first_unit():
+    # 2026-11-29, 2 H200s: a unit stuck 19 s behind its worker's first torch.compile build kept the unit
+    # after it, while the other GPU sat idle; now the idle worker takes what waits
+    ends = {}
+    for take in (False, True):
+        sched = UnitScheduler(make_units(8, size=unit_size(8, 2, size=4, depth=2)), depth=2)
+        clock: list[float] = []
+        measured = simulate(sched, {"a": 1.0, "b": 1.0}, first_extra={"a": 20.0}, take=take, clock=clock)
+        assert sorted(measured) == list(range(8)) and all(len(w) == 1 for w in measured.values())
+        ends[take] = clock[0]
+        taken = [m for m in sched.moves if m.reason == TAKEN]
+        if take:
+            assert taken and all(m.from_worker == "a" and m.to_worker == "b" for m in taken)
+            assert all(sched.finished[m.unit] == "b" for m in taken) and sched.units_per_worker()["a"] == 1
+        else:
+            assert not taken
+    assert ends[True] < ends[False]          # 22 s against 24 s on this fake clock: b measured a's waiting unit
+    # a unit whose results are already back stays where it is; a taken unit never counts as a lost worker's
+    sched = UnitScheduler(make_units(4, size=1), depth=2)
+    sched.assign(["a", "b"])
+    sched.done("b", 1), sched.done("b", 3)
+    assert sched.take_waiting(["b"], can_take=lambda w, u: False) == []
+    [(frm, to, unit)] = sched.take_waiting(["b"])
+    assert (frm, to, unit.id) == ("a", "b", 2) and sched.held == {"a": [0], "b": [2]}
+    assert sched.lose("b") == [unit]                       # one real move: still handed on (max_moves 3)
 
 
 def test_a_worker_lost_mid_run_gives_its_units_to_the_others_and_nothing_is_lost():
