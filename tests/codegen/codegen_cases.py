@@ -172,7 +172,7 @@ CASES: list[tuple[str, Callable[[], mi.KernelGraph], Callable]] = [
     # LoRA's two kernels: X·A as a plain matmul, then X·W and (X·A)·B summed in one loop that walks the hidden
     # dim and the rank together (two streams, two accumulators added after the loop; the rank's 4-wide
     # k-slices stay on FMA under mma=True)
-    ("lora_fused", lambda: lora_fused(16, 128, 64, 16, grid=2, forloop_range=4), randn_inputs(0.5)),
+    ("lora_fused", lambda: lora_fused(8, 128, 64, 16, grid=2, forloop_range=4), randn_inputs(0.5)),
     # split-K: partial sums on a (splits, column blocks) grid, then a combine kernel looping over them
     ("split_k_l2_norm", lambda: matmul_split_k(4, 64, 64, splits=4, col_blocks=2, forloop_range=2, l2_norm=True),
      randn_inputs()),
