@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 import mirage_lab as mi
+from mirage_lab.examples import lora_program
 from mirage_lab.ir.dtypes import DType
 from mirage_lab.ir.kernel_graph import DTensor, KernelGraph
 
@@ -108,13 +109,7 @@ def qknorm_attention(groups: int, q_rows: int, head_dim: int, kv_len: int, dtype
 
 def lora(rows: int, hidden: int, out: int, rank: int, dtype: DType) -> KernelGraph:
     """``X W + (X A) B``: a frozen projection with its rank-``rank`` LoRA adapter (scale folded into B)."""
-    g = mi.new_kernel_graph()
-    X = g.new_input(dims=(rows, hidden), dtype=dtype)
-    W = g.new_input(dims=(hidden, out), dtype=dtype)
-    A = g.new_input(dims=(hidden, rank), dtype=dtype)
-    B = g.new_input(dims=(rank, out), dtype=dtype)
-    g.mark_output(g.add(g.matmul(X, W), g.matmul(g.matmul(X, A), B)))
-    return g
+    return lora_program(rows, hidden, out, rank, dtype)
 
 
 def softmax_linear(rows: int, hidden: int, out: int, dtype: DType) -> KernelGraph:
