@@ -306,17 +306,24 @@ def test_the_compiler_warm_up_runs_once_per_process_and_never_raises(monkeypatch
 
 
 
-# Two worker processes sharing one (simulated) GPU; the first variant timed anywhere sleeps 6 s (a process's first
-# torch.compile build, 19 s on an H200 on 2026-11-29): the other worker, once idle, takes the unit waiting behind it.
+# Two worker processes sharing one (simulated) GPU; the first variant timed anywhere is held (a process's first
+# torch.compile build, 19 s on an H200 on 2026-11-29) until every other variant was timed elsewhere, which happens
+# only if the other worker, once idle, takes the unit waiting behind it (at most 90 s: then the test fails). Not a
+# fixed sleep: on a loaded 2-core box the compiles outlast one, and the held unit's neighbour was never waiting.
 TAKEN = KILLED.split("if __name__")[0].replace("import faulthandler, json, os, warnings, zlib",
                                               "import faulthandler, json, os, time, warnings, zlib") + '''
 class SlowFirst(FakeTimer):
-    def __init__(self, path):
+    def __init__(self, path, others):
         super().__init__()
-        self.path = path
+        self.path, self.others = path, others
     def graph(self, name, check_inputs, capture, inputs, repeats):
-        if "/t" in name and first(self.path):
-            time.sleep(6.0)
+        if "/t" in name:
+            if first(self.path):
+                t0 = time.monotonic()
+                while len(os.listdir(self.others)) < self.others_needed and time.monotonic() - t0 < 90:
+                    time.sleep(0.1)
+            else:
+                open(os.path.join(self.others, str(zlib.crc32(name.encode()))), "w").close()
         return super().graph(name, check_inputs, capture, inputs, repeats)
 
 if __name__ == "__main__":
@@ -326,8 +333,10 @@ if __name__ == "__main__":
     kw = dict(max_variants=6, program_lowerings=("torch",), stop_margin=None, tune_seconds=600)
     one = autotune(g, cands, timer=FakeTimer(), **kw)
     with local_gpu_cluster(gpus=[0], per_gpu=2, cpu_workers=0) as lc, Client(lc) as client:
-        rep = autotune_on_cluster(g, cands, client, timer=SlowFirst(os.path.abspath("slow")), calibrate=None,
-                                  unit_variants=1, **kw)
+        os.makedirs("others")
+        timer = SlowFirst(os.path.abspath("slow"), os.path.abspath("others"))
+        timer.others_needed = kw["max_variants"] - 1
+        rep = autotune_on_cluster(g, cands, client, timer=timer, calibrate=None, unit_variants=1, **kw)
     run = rep.cluster
     print("RESULTS " + json.dumps({
         "one": one.chosen.variant.tag, "many": rep.chosen.variant.tag, "planned": len(rep.results),
