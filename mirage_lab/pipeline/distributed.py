@@ -119,7 +119,8 @@ class ClusterRun:
     """How a tuning was spread over a cluster (``TuneReport.cluster``).
 
     ``workers``: every GPU worker that took part, with its calibration times (:mod:`.calibration`);
-    ``moved``: the units a lost worker gave back, which variants, from which worker to which;
+    ``moved``: the units a lost worker gave back, or an idle worker took from a busy one (``Move.reason``), which
+    variants, from which worker to which;
     ``calibration_warnings``: GPUs more than 3 % from the median on a calibration kernel;
     ``reference``: the worker whose program lowerings and baselines the report carries;
     ``timeline``: each GPU task (``kind`` "start" or "unit") with its worker and wall-clock ``span``, and a unit's
