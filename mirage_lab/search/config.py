@@ -177,9 +177,15 @@ class SearchConfig:
 
         The search tries an op outside its default lists (``mirage_lab.ops``: ``searched=False``,
         such as ``sigmoid``) only where the program has it: the space of other programs is unchanged.
+        The attention preset adds the program's ``rms_norm`` as a kernel op (QK-norm's norm as a plain op).
         """
         used = {op.op_type for op in graph.ops}
         extra_k = tuple(n for n in elementwise_ops(level=KERNEL) if n in used and n not in self.kernel_ops)
+        if self.config == "attention" and "rms_norm" in used and "rms_norm" not in self.kernel_ops + extra_k:
+            # A norm before attention (QK-norm) as a plain op: then the customized op reads three tensors
+            # and is plain FlashAttention. Fused, it needs four inputs and a block graph deeper than
+            # the search reaches (RESULTS.md, 2026-12-07 (b)). Elsewhere the norm is what gets fused.
+            extra_k += ("rms_norm",)
         extra_b = tuple(n for n in elementwise_ops(level=BLOCK) if n in used and n not in self.block_ops)
         if not extra_k and not extra_b:
             return self
@@ -197,7 +203,8 @@ class SearchConfig:
         """The settings that depend on the program filled in (those left None).
 
         ``reduction_dimx``: the program's output last dim. ``max_kernel_ops``: Mirage's 5, or
-        the number of inputs + 2 when the program has more than three inputs. ``max_block_ops``:
+        the number of inputs + 2 when the program has more than three inputs (+ 3 where ``rms_norm`` is
+        searched as a kernel op, see :meth:`with_program_ops`). ``max_block_ops``:
         Mirage's 9, or 10 when the program has more than three inputs.
         ``max_customized_ops``: 1, or the most sum reductions on one path of the program.
         """
@@ -207,7 +214,9 @@ class SearchConfig:
         if out.max_customized_ops is None:
             out = replace(out, max_customized_ops=max(1, chained_reductions(graph)))
         if out.max_kernel_ops is None:
-            out = replace(out, max_kernel_ops=max(MIRAGE_MAX_KERNEL_OPS, len(graph.inputs) + MIN_OPS_BEYOND_INPUTS))
+            # a norm searched as a plain op takes a slot of its own beside its weight's mul
+            beyond = MIN_OPS_BEYOND_INPUTS + ("rms_norm" in out.kernel_ops)
+            out = replace(out, max_kernel_ops=max(MIRAGE_MAX_KERNEL_OPS, len(graph.inputs) + beyond))
         if out.max_block_ops is None:
             out = replace(out, max_block_ops=MIRAGE_MAX_BLOCK_OPS + (len(graph.inputs) > 3))
         if out.row_grids is None:

@@ -125,6 +125,8 @@ class Generator(SplitKRules, BlockSearch):
         partial_other: list[list[Task]] = [[] for _ in coherent]
         input_sets = program_input_sets(self.t.graph)
         kernel: list[Task] = []
+        # two of the program's own kernel ops, then room for a customized op (QK-norm's rms_norm(Q)·Gq)
+        own_chains: list[Task] = []
         incoherent: list[Task] = []
         if custom and n_in < self.cfg.max_kernel_ops:
             for root in self._block_roots(nodes, None):
@@ -147,10 +149,12 @@ class Generator(SplitKRules, BlockSearch):
                 continue
             kernel.append(Task(0, "kernel", op, None))
             after = nodes + [node]
+            own = 0 if node.expr in program_exprs else 1
             for child in self._kernel_op_choices(after, [op]):
-                kernel.append(Task(0, "kernel", op, child))
+                chain = own == 0 and custom and len(after) + 1 < self.cfg.max_kernel_ops and \
+                    getattr(self._kernel_node(after, child, fingerprint=False), "expr", None) in program_exprs
+                (own_chains if chain else kernel).append(Task(0, "kernel", op, child))
             if custom and len(after) < self.cfg.max_kernel_ops:
-                own = 0 if node.expr in program_exprs else 1
                 node_cls = op_axis_classes(op[0], [(nodes[i].dims, classes[i]) for i in op[1]], node.dims)
                 after_cls = classes + [node_cls]
                 for root in self._block_roots(after, [op]):
@@ -159,7 +163,7 @@ class Generator(SplitKRules, BlockSearch):
                     tier = root_tier([after_cls[i] for i in root.inputs], root.grid, root.imaps, root.fmaps,
                                      combinable, unsplittable, summed) if needed <= read else INCOHERENT
                     (kernel if tier == INCOHERENT else later_full[2 * tier + own]).append(task)
-        out = task_order(first_full, first_split, later_full, partial, partial_other, kernel + incoherent)
+        out = task_order(first_full, first_split, later_full, partial, partial_other, kernel + incoherent, own_chains)
         for i, task in enumerate(out):
             task.index = i
         return out
@@ -392,7 +396,7 @@ class Generator(SplitKRules, BlockSearch):
         n = len(nodes)
         leaves, need = self._min_leaf_use(nodes, ops)
         for typ in self.cfg.kernel_ops:
-            if typ in UNARY:
+            if typ in UNARY or typ == "rms_norm":
                 cands: Iterator[tuple[int, ...]] = ((i,) for i in range(n))
             else:
                 cands = itertools.product(range(n), repeat=2)

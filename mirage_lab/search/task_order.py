@@ -49,13 +49,15 @@ def alternate(*lists: list) -> list:
 
 
 def task_order(first_full: list[list[Task]], first_split: list[Task], later_full: list[list[Task]],
-               partial: list[list[Task]], partial_other: list[list[Task]], rest: list[Task]) -> list[Task]:
+               partial: list[list[Task]], partial_other: list[list[Task]], rest: list[Task],
+               own_chains: list[Task] = ()) -> list[Task]:
     """The search's tasks in order, from its lists by tier (:meth:`.generator.Generator.tasks`).
 
     ``first_full[tier]``: first customized ops reading every needed input; ``first_split``: split-K's;
     ``later_full[2 * tier + other]``: customized ops after a kernel op (``other`` 0 where that op
     computes one of the program's own tensors); ``partial`` / ``partial_other``: first ones reading
-    fewer inputs; ``rest``: the kernel-op subtrees and incoherent roots, last.
+    fewer inputs; ``rest``: the kernel-op subtrees and incoherent roots, last; ``own_chains``: subtrees
+    below two of the program's own kernel ops (QK-norm's ``rms_norm(Q)·Gq`` as plain ops, then attention).
 
     Three kinds of fused tilings take turns at tier 2: one kernel reading everything, split-K's, and
     a fused op after one of the program's own kernel ops (LoRA's ``X·A``, then ``X·W`` and
@@ -65,7 +67,7 @@ def task_order(first_full: list[list[Task]], first_split: list[Task], later_full
     """
     later_own, later_other = later_full[0::2], later_full[1::2]
     out = [t for tier in first_full[:2] for t in interleave_tilings(tier)]
-    after_own = [t for tier in later_own[:3] for t in interleave_tilings(tier)]
+    after_own = alternate([t for tier in later_own[:3] for t in interleave_tilings(tier)], list(own_chains))
     out += alternate(interleave_tilings(first_full[2]), interleave_tilings(first_split), after_own)
     out += [t for tiers in (first_full[3:], later_own[3:], partial, later_other, partial_other) for tier in tiers
             for t in interleave_tilings(tier)]
