@@ -28,15 +28,16 @@ from typing import Any, Callable, Iterator
 
 from ..expr import abstract_graph, for_kernel_op
 from .arrays import digest_any, get_arrays
-from .axes import (INCOHERENT, combinable_axes, input_axis_classes, op_axis_classes, program_input_sets, root_tier,
-                   summed_axes, tensor_axis_classes)
+from .axes import (INCOHERENT, combinable_axes, input_axis_classes, program_input_sets, root_tier, summed_axes,
+                   tensor_axis_classes)
 from .block_search import BlockSearch
+from .kernel_tasks import KernelTasks
 from .split_k import SplitKRules
 from .config import SearchConfig
 from .events import SearchStats
 from .prefilter import may_be_subexpression
 from .shapes import MAX_FP_ELEMENTS, numel, op_out_dims
-from .state import BINARY, TYPE_RANK, UNARY, BlockRoot, Cancelled, Hit, Node, Task, order_key
+from .state import BINARY, TYPE_RANK, UNARY, BlockRoot, Cancelled, Hit, Node, Task, Then, order_key
 from .target import Target
 from .task_order import task_order, tiling_of  # noqa: F401  (tiling_of: its old home)
 from .tilings import tilings
@@ -45,7 +46,7 @@ __all__ = ["Generator", "Target", "Task", "BlockRoot", "Hit", "Node", "Cancelled
            "UNARY", "BINARY", "TYPE_RANK"]
 
 
-class Generator(SplitKRules, BlockSearch):
+class Generator(KernelTasks, SplitKRules, BlockSearch):
     """Runs tasks of one search. ``on_hit`` is called with each candidate as it is found."""
 
     def __init__(self, target: Target, cfg: SearchConfig, *, should_stop: Callable[[], bool] | None = None,
@@ -90,9 +91,9 @@ class Generator(SplitKRules, BlockSearch):
         after the first op itself). The order (it never changes the set searched):
 
         1. coherent customized ops that read every input the outputs need: first ones (split-K's
-           and the consistent ones after one of the program's own kernel ops taking turns with
-           tier 2's: :func:`.task_order.task_order`), then the other ones after the program's own
-           kernel ops (residual's ``add``, then a fused norm + linear);
+           and the consistent ones after one or two of the program's own kernel ops taking turns
+           with tier 2's: :func:`.task_order.task_order`, :mod:`.kernel_tasks`), then the other ones
+           after the program's own kernel ops (residual's ``add``, then a fused norm + linear);
         2. coherent first customized ops that read exactly the inputs some tensor of the
            program depends on (QK-norm's Q and its weight: they can compute that tensor);
         3. coherent customized ops after another kernel op that read every needed input, then
@@ -116,17 +117,12 @@ class Generator(SplitKRules, BlockSearch):
         first_split: list[Task] = []
         coherent = range(INCOHERENT)
         first_full: list[list[Task]] = [[] for _ in coherent]
-        # after a kernel op, by tier: [the program's own op (its tensor is one of the program's), others]
-        later_full: list[list[Task]] = [[] for _ in coherent for _own in (0, 1)]
         program_exprs = set(abstract_graph(self.t.graph).values())
         # first customized ops reading fewer inputs: those reading exactly the inputs some tensor of
         # the program depends on (QK-norm's Q and its weight) first: they can compute that tensor
         partial: list[list[Task]] = [[] for _ in coherent]
         partial_other: list[list[Task]] = [[] for _ in coherent]
         input_sets = program_input_sets(self.t.graph)
-        kernel: list[Task] = []
-        # two of the program's own kernel ops, then room for a customized op (QK-norm's rms_norm(Q)·Gq)
-        own_chains: list[Task] = []
         incoherent: list[Task] = []
         if custom and n_in < self.cfg.max_kernel_ops:
             for root in self._block_roots(nodes, None):
@@ -143,26 +139,8 @@ class Generator(SplitKRules, BlockSearch):
                     first_full[tier].append(task)
                 else:
                     (partial if frozenset(root.inputs) in input_sets else partial_other)[tier].append(task)
-        for op in self._kernel_op_choices(nodes, None):
-            node = self._kernel_node(nodes, op, fingerprint=False)
-            if node is None:
-                continue
-            kernel.append(Task(0, "kernel", op, None))
-            after = nodes + [node]
-            own = 0 if node.expr in program_exprs else 1
-            for child in self._kernel_op_choices(after, [op]):
-                chain = own == 0 and custom and len(after) + 1 < self.cfg.max_kernel_ops and \
-                    getattr(self._kernel_node(after, child, fingerprint=False), "expr", None) in program_exprs
-                (own_chains if chain else kernel).append(Task(0, "kernel", op, child))
-            if custom and len(after) < self.cfg.max_kernel_ops:
-                node_cls = op_axis_classes(op[0], [(nodes[i].dims, classes[i]) for i in op[1]], node.dims)
-                after_cls = classes + [node_cls]
-                for root in self._block_roots(after, [op]):
-                    task = Task(0, "kernel", op, root)
-                    read = {i for i in root.inputs if i < n_in} | (set(op[1]) if n_in in root.inputs else set())
-                    tier = root_tier([after_cls[i] for i in root.inputs], root.grid, root.imaps, root.fmaps,
-                                     combinable, unsplittable, summed) if needed <= read else INCOHERENT
-                    (kernel if tier == INCOHERENT else later_full[2 * tier + own]).append(task)
+        kernel, later_full, own_chains = self._kernel_op_tasks(nodes, classes, needed, program_exprs,
+                                                               (combinable, unsplittable, summed))
         out = task_order(first_full, first_split, later_full, partial, partial_other, kernel + incoherent, own_chains)
         for i, task in enumerate(out):
             task.index = i
@@ -227,6 +205,10 @@ class Generator(SplitKRules, BlockSearch):
             child = restrict[0]
             if isinstance(child, BlockRoot):
                 self._start_block(nodes, ops, child)
+            elif isinstance(child, Then):   # a path: this kernel op, then only its own choice
+                self._restrict = (child.child,)
+                self._try_kernel_op(nodes, ops, child.op)
+                self._restrict = None
             else:
                 self._try_kernel_op(nodes, ops, child)
             return

@@ -81,6 +81,14 @@ class BlockRoot:
     frange: int
 
 
+@dataclass(frozen=True)
+class Then:
+    """A kernel task's second kernel op and the choice after it (``None``: that op's state alone)."""
+
+    op: tuple
+    child: Any = None
+
+
 @dataclass
 class Task:
     """An independent subtree: the root's first op (a kernel op tuple, or a :class:`BlockRoot`)."""
@@ -88,7 +96,7 @@ class Task:
     index: int
     kind: str                      # "kernel" | "block"
     op: Any
-    child: Any = None              # kernel tasks: the second choice (None: the first op's state alone)
+    child: Any = None              # kernel tasks: the second choice (None: the first op's state alone; Then: a path)
 
     @property
     def task_id(self) -> str:

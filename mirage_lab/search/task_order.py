@@ -8,12 +8,13 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .state import BlockRoot, Task
+from .state import BlockRoot, Task, Then
 
 
 def tiling_of(task: Task) -> tuple | None:
     """The (grid, loop range) of a task's customized op; ``None`` for a kernel-op task."""
     root = task.op if task.kind == "block" else task.child
+    root = root.child if isinstance(root, Then) else root
     return (root.grid, root.frange) if isinstance(root, BlockRoot) else None
 
 
@@ -56,8 +57,9 @@ def task_order(first_full: list[list[Task]], first_split: list[Task], later_full
     ``first_full[tier]``: first customized ops reading every needed input; ``first_split``: split-K's;
     ``later_full[2 * tier + other]``: customized ops after a kernel op (``other`` 0 where that op
     computes one of the program's own tensors); ``partial`` / ``partial_other``: first ones reading
-    fewer inputs; ``rest``: the kernel-op subtrees and incoherent roots, last; ``own_chains``: subtrees
-    below two of the program's own kernel ops (QK-norm's ``rms_norm(Q)·Gq`` as plain ops, then attention).
+    fewer inputs; ``rest``: the kernel-op subtrees and incoherent roots, last; ``own_chains``: coherent
+    customized ops after two of the program's own kernel ops (QK-norm's ``rms_norm(Q)·Gq`` as plain ops,
+    then attention), one task each, so that many workers share them.
 
     Three kinds of fused tilings take turns at tier 2: one kernel reading everything, split-K's, and
     a fused op after one of the program's own kernel ops (LoRA's ``X·A``, then ``X·W`` and
@@ -67,7 +69,7 @@ def task_order(first_full: list[list[Task]], first_split: list[Task], later_full
     """
     later_own, later_other = later_full[0::2], later_full[1::2]
     out = [t for tier in first_full[:2] for t in interleave_tilings(tier)]
-    after_own = alternate([t for tier in later_own[:3] for t in interleave_tilings(tier)], list(own_chains))
+    after_own = alternate([t for tier in later_own[:3] for t in interleave_tilings(tier)], interleave_tilings(own_chains))
     out += alternate(interleave_tilings(first_full[2]), interleave_tilings(first_split), after_own)
     out += [t for tiers in (first_full[3:], later_own[3:], partial, later_other, partial_other) for tier in tiers
             for t in interleave_tilings(tier)]
