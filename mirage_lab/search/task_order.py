@@ -69,7 +69,8 @@ def task_order(first_full: list[list[Task]], first_split: list[Task], later_full
     """
     later_own, later_other = later_full[0::2], later_full[1::2]
     out = [t for tier in first_full[:2] for t in interleave_tilings(tier)]
-    after_own = alternate([t for tier in later_own[:3] for t in interleave_tilings(tier)], interleave_tilings(own_chains))
+    after_own = alternate([t for tier in later_own[:3] for t in interleave_tilings(tier)],
+                          interleave_tilings(own_chains))
     out += alternate(interleave_tilings(first_full[2]), interleave_tilings(first_split), after_own)
     out += [t for tiers in (first_full[3:], later_own[3:], partial, later_other, partial_other) for tier in tiers
             for t in interleave_tilings(tier)]

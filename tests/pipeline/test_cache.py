@@ -367,7 +367,8 @@ def test_the_quiet_rule_stops_a_search_without_a_ceiling_and_its_result_is_kept(
     import mirage_lab.pipeline as pl
     from mirage_lab.pipeline.search_stop import Plateau
 
-    monkeypatch.setattr(pl, "Plateau", lambda: Plateau(min_quiet_s=0.0, quiet_ratio=0.0))
+    monkeypatch.setattr(pl, "Plateau", lambda: Plateau(min_quiet_s=0.0, quiet_ratio=0.0, min_quiet_states=0,
+                                                       quiet_states_ratio=0.0))
     g = ex.rms_norm_linear_program(4, 64, 64)
     quiet, events = run(g)
     assert searched(events) and quiet.search_result.cancelled
