@@ -894,7 +894,8 @@ def _finish(program: KernelGraph, results: list[VariantResult], sched: UnitSched
         reason += f" with {untried} of {len(results)} variants not measured"
     lost_moves = [m for m in sched.moves if m.reason != TAKEN]
     if lost_moves:
-        again = sum(sched.finished.get(m.unit) == m.to_worker for m in lost_moves)
+        # measured by another: where it went, or by an idle worker that took it from there
+        again = sum(sched.finished.get(m.unit) not in (None, m.from_worker) for m in lost_moves)
         reason += f"; {len(lost_moves)} unit(s) given back by lost workers, {again} measured by another"
     if len(lost_moves) < len(sched.moves):
         reason += f"; {len(sched.moves) - len(lost_moves)} unit(s) taken by idle workers from busy ones"
