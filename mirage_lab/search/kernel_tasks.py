@@ -53,16 +53,25 @@ class KernelTasks:
                 kernel.append(Task(0, "kernel", op, Then(child)))
                 kernel.extend(Task(0, "kernel", op, Then(child, k)) for k in self._kernel_op_choices(after2, ops2))
                 for root in self._block_roots(after2, ops2):
-                    reads = {j for i in root.inputs for j in ((i,) if i < n_in else ops2[i - n_in][1])}
-                    reads |= set(op[1]) if n_in in reads else set()
-                    own_chains[tier(cls2, root, reads)].append(Task(0, "kernel", op, Then(child, root)))
+                    t = tier(cls2, root, _inputs_read(root.inputs, ops2, n_in))
+                    own_chains[t].append(Task(0, "kernel", op, Then(child, root)))
             if custom and len(after) < self.cfg.max_kernel_ops:
                 for root in self._block_roots(after, [op]):
-                    task = Task(0, "kernel", op, root)
-                    t = tier(after_cls, root, {i for i in root.inputs if i < n_in} | (set(op[1]) if n_in in root.inputs
-                                                                                     else set()))
-                    (kernel if t == INCOHERENT else later_full[2 * t + own]).append(task)
+                    t = tier(after_cls, root, _inputs_read(root.inputs, [op], n_in))
+                    (kernel if t == INCOHERENT else later_full[2 * t + own]).append(Task(0, "kernel", op, root))
         return kernel + own_chains[INCOHERENT], later_full, [t for tier_ in own_chains[:INCOHERENT] for t in tier_]
+
+
+def _inputs_read(ins: tuple[int, ...], ops: list[tuple], n_in: int) -> set[int]:
+    """The program inputs that tensors ``ins`` read, through the kernel ops ``ops`` that made those past ``n_in``."""
+    out, todo = set(), list(ins)
+    while todo:
+        i = todo.pop()
+        if i < n_in:
+            out.add(i)
+        else:
+            todo.extend(ops[i - n_in][1])
+    return out
 
 
 __all__ = ["KernelTasks"]

@@ -6,7 +6,7 @@ decides what a search cut short by ``search_seconds`` has reached.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, Sequence
 
 from .state import BlockRoot, Task, Then
 
@@ -51,7 +51,7 @@ def alternate(*lists: list) -> list:
 
 def task_order(first_full: list[list[Task]], first_split: list[Task], later_full: list[list[Task]],
                partial: list[list[Task]], partial_other: list[list[Task]], rest: list[Task],
-               own_chains: list[Task] = ()) -> list[Task]:
+               own_chains: Sequence[Task] = ()) -> list[Task]:
     """The search's tasks in order, from its lists by tier (:meth:`.generator.Generator.tasks`).
 
     ``first_full[tier]``: first customized ops reading every needed input; ``first_split``: split-K's;
