@@ -38,6 +38,12 @@ from .worker import prime, share_generator
 # Also imported from here by other modules (mirage_lab.search, the widgets).
 __all__ = ["search", "CancelToken", "CheckpointError", "SearchInputError", "check_searchable"]
 
+#: Seconds a stopped search still waits for the confirmations under way, while it has no candidate. At full
+#: shapes a worker's first confirmation draws and evaluates the program on inputs of the real size: 15 s of one
+#: core for Mistral-7B GQA decode at batch 64 (two 67M-element KV inputs), about twice that on a loaded
+#: 16-core host, where a 30 s search stopped with every hit still being confirmed and returned none.
+CONFIRM_GRACE_S = 45.0
+
 
 def search(graph: KernelGraph, config: str | None = None, *, workers: int | None = None, executor: Any = None,
            checkpoint: str | os.PathLike | None = None, cancel: CancelToken | None = None,
@@ -150,6 +156,8 @@ def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor
     n_workers = workers or usable_cpus()
     chunks = task_chunks(todo, n_workers)
     live: dict[int, dict] = {}        # task -> latest stats of a running task
+    confirming: set[int] = set()      # tasks whose worker is confirming a hit
+    waiting = last_pass = False       # a stopped search waits for them (waiting_for_confirmation)
     processed: set[int] = set()
     base = _copy(stats)
     pending: list[Any] = []
@@ -165,6 +173,7 @@ def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor
             return
         processed.add(ti)
         live.pop(ti, None)
+        confirming.discard(ti)
         backends.add(res.get("backend", "numpy"))
         for gjson, info in res["candidates"]:
             if cp is not None and info.get("hash") not in found:
@@ -181,6 +190,16 @@ def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor
         if res.get("channel_error") and channel_ok:
             yield channel_broke(f"a worker could not send messages ({res['channel_error']})")
 
+    def waiting_for_confirmation(now: float) -> bool:
+        """A stopped search with no candidate yet waits, a while, for the hits being confirmed: it would lose them
+        (a running task reads as cancelled in a thread, and is left behind in a pool). Once no worker runs, one
+        more pass reads what the last one sent."""
+        nonlocal last_pass
+        if not confirming or candidates or now - cancel_at >= CONFIRM_GRACE_S or last_pass:
+            return False
+        last_pass = ex.idle()
+        return True
+
     def channel_broke(why: str) -> SearchError:
         nonlocal channel_ok
         channel_ok = False
@@ -194,7 +213,7 @@ def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor
         if cancel.is_set():  # cancelled before it started: no worker begins a subtree (a warm worker finds
             flag.set()       # a candidate within its first states, before its next look at the flag)
         pending = list(ex.submit_all([(graph_json, cfg, ch, channel, flag.path) for ch in chunks]))
-        while pending:
+        while pending or waiting:
             if cancel.is_set() and not cancelled:
                 cancelled = True
                 cancel_at = time.monotonic()
@@ -208,7 +227,12 @@ def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor
                 if msg[0] == "progress":
                     if msg[1] not in processed:
                         live[msg[1]] = msg[2]
+                elif msg[0] == "confirming":
+                    confirming.add(msg[1])
+                elif msg[0] == "rejected":
+                    confirming.discard(msg[1])
                 elif msg[0] == "hit":
+                    confirming.discard(msg[1])
                     live[msg[1]] = msg[4]
                     if cp is not None and msg[3].get("hash") not in found:
                         cp.add_candidate(msg[1], msg[2], msg[3])
@@ -237,7 +261,8 @@ def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor
             if now - last_emit >= progress_interval:
                 last_emit = now
                 yield Progress(_merged(base, live, stats, t0))
-            if cancelled and now - cancel_at > 1.0:
+            waiting = cancelled and waiting_for_confirmation(now)
+            if cancelled and now - cancel_at > 1.0 and not waiting:
                 break  # workers that ignore the flag (remote Dask) are left to finish on their own
             time.sleep(0.02)
     except KeyboardInterrupt:

@@ -1,8 +1,9 @@
 """The worker side of a search: run some tasks, confirm each hit, stream messages back.
 
 :func:`run_tasks` runs in a worker process (or the caller's thread with ``workers=1``). It
-sends ``("progress", task, stats)``, ``("hit", task, graph json, info, stats)`` and
-``("done", task, result)`` through the channel while it runs, and returns the results too,
+sends ``("progress", task, stats)``, ``("confirming", task)`` as a hit's confirmation starts (at full
+shapes it takes seconds), then ``("hit", task, graph json, info, stats)`` or ``("rejected", task)``,
+and ``("done", task, result)`` through the channel while it runs, and returns the results too,
 so that nothing is lost when the channel is not there or breaks.
 """
 from __future__ import annotations
@@ -158,9 +159,11 @@ def run_tasks(graph_json: str, cfg: SearchConfig, task_indices: list[int], chann
         found: list[tuple[str, dict]] = []
 
         def on_hit(hit: Any, ti: int = ti, found: list = found) -> None:
+            put(("confirming", ti))   # a search stopped meanwhile waits for it while it has no candidate
             c = _confirm(gen, hit)
             if c is None:
                 gen.stats.candidates -= 1  # a one-test collision the confirmation rejected
+                put(("rejected", ti))
                 return
             found.append(c)
             put(("hit", ti, c[0], c[1], gen.stats.as_dict()))

@@ -276,3 +276,34 @@ def test_chunks_keep_the_tasks_order_and_deal_the_first_ones_to_every_worker(n_t
     # a task is handed out no later than the window after its own
     for i, c in enumerate(chunks):
         assert min(c) >= (i // workers) * window - window
+
+
+@pytest.mark.parametrize("keep", [True, False], ids=["with-grace", "without"])
+def test_a_stopped_search_keeps_the_hit_it_was_confirming(monkeypatch, keep):
+    """A search stopped (``search_seconds``, the quiet rule, the user) while a worker confirms its first hit waits
+    for that confirmation: at full shapes one takes seconds, and a 30 s search on 16 cores that dropped them
+    returned no candidate (Mistral-7B GQA decode, 2026-12-07). Without the grace the hit is lost, as it was."""
+    from mirage_lab.search import runner, worker
+
+    real = worker._confirm
+    started = threading.Event()
+
+    def slow_confirm(gen, hit):
+        started.set()
+        time.sleep(2.0)
+        return real(gen, hit)
+
+    monkeypatch.setattr(worker, "_confirm", slow_confirm)
+    if not keep:
+        monkeypatch.setattr(runner, "CONFIRM_GRACE_S", 0.0)
+    token = CancelToken()
+    events, t_cancel = [], None
+    for ev in search(small_program(), workers=1, cancel=token, progress_interval=0.05, **SMALL):
+        events.append(ev)
+        if started.is_set() and t_cancel is None:
+            token.cancel()
+            t_cancel = time.monotonic()
+    final = events[-1]
+    assert isinstance(final, Finished) and final.cancelled and t_cancel is not None
+    assert len(final.candidates) == (1 if keep else 0)
+    assert time.monotonic() - t_cancel < (runner.CONFIRM_GRACE_S if keep else 1.5)
