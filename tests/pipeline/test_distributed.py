@@ -189,7 +189,8 @@ def test_a_worker_killed_mid_run_loses_no_variant_and_the_winner_is_the_one_proc
     assert r["planned"] == r["tried"] == r["timed"] == 2 and r["untried"] == 0, r     # nothing lost
     # the lost worker's unit went to another; a worker (re)started idle meanwhile may take it from there
     given = [m for m in r["moved"] if m[4] != TAKEN]
-    assert given and all(m[2] == r["lost"][0] and m[3] not in (None, m[2]) for m in given), r["moved"]
+    assert given and all(m[2] == r["lost"][0] and m[3] not in (None, m[2]) for m in given), \
+        f"lost {r['lost']}; moved {r['moved']}; workers {r['workers']}"
     assert all(m[2] not in r["lost"] and m[3] not in (None, m[2]) for m in r["moved"] if m[4] == TAKEN), r["moved"]
     assert f"{len(given)} unit(s) given back by lost workers, {len(given)} measured by another" in r["reason"]
     assert r["many"] == r["one"] and r["many_us"] == r["one_us"]
@@ -314,7 +315,7 @@ def test_the_compiler_warm_up_runs_once_per_process_and_never_raises(monkeypatch
 # torch.compile build, 19 s on an H200 on 2026-11-29) until every other variant was timed elsewhere, which happens
 # only if the other worker, once idle, takes the unit waiting behind it (at most 90 s: then the test fails). Not a
 # fixed sleep: on a loaded 2-core box the compiles outlast one, and the held unit's neighbour was never waiting.
-TAKEN = KILLED.split("if __name__")[0].replace("import faulthandler, json, os, warnings, zlib",
+TAKEN_SCRIPT = KILLED.split("if __name__")[0].replace("import faulthandler, json, os, warnings, zlib",
                                               "import faulthandler, json, os, time, warnings, zlib") + '''
 class SlowFirst(FakeTimer):
     def __init__(self, path, others):
@@ -351,7 +352,7 @@ if __name__ == "__main__":
 
 
 def test_an_idle_gpu_worker_takes_the_unit_waiting_behind_a_slow_one(tmp_path):
-    r = run_python(TAKEN, tmp_path, timeout=300)
+    r = run_python(TAKEN_SCRIPT, tmp_path, timeout=300)
     assert r["planned"] == r["tried"] == 6, r                        # each measured once, none lost
     taken = [m for m in r["moved"] if m[3] == "taken by an idle worker"]
     assert taken and all(m[1] != m[2] for m in taken), r
