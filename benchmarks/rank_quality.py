@@ -8,6 +8,10 @@ Two kinds of input:
   (``old_estimate_us``); ``--fit`` refits the model's fitted constants (``cost_model.FITTED``) and
   reports leave-one-program-out rho: the constants fitted on the other programs, rho on the held-out one.
 
+* ``--dumps FILE ...``: suite_bench's tuner dumps (``--dump DIR``: one JSON per program with its variant rows
+  and the tuned μGraphs), as files or as the ``dumps.tgz`` a device run brings back (``found/h100_*/``); each
+  tarball's programs are named ``<tarball>:<program>``. With ``--fit`` a program is held out with every run of it.
+
 Reads e2e_bench JSON files (a list of program records, each with ``tuning``: every variant's
 ``estimate_us``, ``median_us``, ``error``) and suite_bench JSONL files (one record per program with
 ``rank_pairs``), and prints each program's rho over its timed variants, then the pooled rho and the
@@ -16,6 +20,7 @@ measurements are the stored ones.
 
     python benchmarks/rank_quality.py benchmarks/found/e2e_h100_run15a.json benchmarks/found/e2e_h100_run15b.json
     python benchmarks/rank_quality.py --records benchmarks/found/costmodel_h100_records.json [--fit]
+    python benchmarks/rank_quality.py --dumps benchmarks/found/h100_2026-12-07c/call*_dumps.tgz --fit
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import argparse
 import json
 import re
 import sys
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,16 +126,46 @@ def load_records(path: Path = RECORDS) -> list[Program]:
     out = []
     for r in json.loads(Path(path).read_text()):
         graphs = [from_dict(d) for d in r["candidates"]]
-        prog = Program(r["program"], [], [], [])
-        for v in r["variants"]:
-            if v.get("error") is not None or v.get("median_us") is None:
-                continue
-            g = with_block_dim(graphs[v["candidate"]], v["threads"])
-            prog.profiles.append(cm.profile(g, options_from_tag(v["options"])))
-            prog.measured.append(float(v["median_us"]))
-            prog.old_estimates.append(float(v.get("old_estimate_us", "nan")))
-        out.append(prog)
+        out.append(_timed(Program(r["program"], [], [], []), r["variants"], graphs.__getitem__, "old_estimate_us"))
     return out
+
+
+def _timed(prog: Program, variants: list[dict], graph_of, estimate_key: str) -> Program:
+    """``prog`` with every variant row that was timed and checked correct (``graph_of``: candidate -> μGraph)."""
+    for v in variants:
+        if v.get("error") is not None or v.get("median_us") is None:
+            continue
+        g = with_block_dim(graph_of(v["candidate"]), v["threads"])
+        prog.profiles.append(cm.profile(g, options_from_tag(v["options"])))
+        prog.measured.append(float(v["median_us"]))
+        prog.old_estimates.append(float(v.get(estimate_key, "nan")))
+    return prog
+
+
+def load_dumps(paths: list[Path], min_variants: int = 5) -> list[Program]:
+    """The programs of suite_bench tuner dumps (JSON files, or ``.tgz`` of them) with ``min_variants`` timed."""
+    out = []
+    for path in paths:
+        if path.name.endswith((".tgz", ".tar.gz")):
+            with tarfile.open(path) as tar:
+                docs = [json.load(tar.extractfile(m)) for m in sorted(tar.getmembers(), key=lambda m: m.name)
+                        if m.isfile() and m.name.endswith(".json")]
+            label = path.name.split(".")[0]
+            if path.parent.name.startswith("h100_") or path.parent.name.startswith("h200_"):
+                label = f"{path.parent.name}/{label}"
+        else:
+            docs, label = [json.loads(path.read_text())], path.stem
+        for d in docs:
+            prog = _timed(Program(f"{label}:{d['program']}", [], [], []), d.get("variants", []),
+                          lambda c, d=d: from_dict(d["tuned"][str(c)]), "estimate_us")
+            if len(prog.measured) >= min_variants:
+                out.append(prog)
+    return out
+
+
+def _program_of(name: str) -> str:
+    """The suite program a dumped run is of (``run:program``), so that a held-out program leaves every run of it."""
+    return name.rsplit(":", 1)[-1]
 
 
 def budget_to_winner(estimates: list[float], measured: list[float], within: float = 0.02) -> int:
@@ -187,10 +223,10 @@ def fit(programs: list[Program], start: cm.Hardware = cm.PRIOR, bound: float = 8
     return hw
 
 
-def records_report(path: Path, refit: bool = False) -> str:
+def records_report(path: Path | list[Program], refit: bool = False) -> str:
     """Per program: rho of the run's estimate, of the model with ``cm.PRIOR``'s unfitted constants, as
     shipped (``cm.H100``) and, with ``refit``, with constants fitted on the other programs only."""
-    progs = load_records(path)
+    progs = load_records(path) if isinstance(path, Path) else path
     cols = ["program", "timed variants", "rho, estimate of the run", "rho, prior constants", "rho, model as shipped",
             "timed to the winner (within 2 %): run's estimate / shipped"]
     cols += ["held out (fitted on the others): rho; timed to the winner"] if refit else []
@@ -199,13 +235,15 @@ def records_report(path: Path, refit: bool = False) -> str:
     for p in progs:
         old = spearman(p.old_estimates, p.measured)
         now = [cm.time_profile(q).us for q in p.profiles]
-        row = (f"| {p.name} | {len(p.measured)} | {old:.2f} | {p.rho(cm.PRIOR):.2f} | {p.rho():.2f} | "
+        f2 = lambda x: "—" if x is None else f"{x:.2f}"  # noqa: E731  (no ranking: every time alike)
+        row = (f"| {p.name} | {len(p.measured)} | {f2(old)} | {f2(p.rho(cm.PRIOR))} | {f2(p.rho())} | "
                f"{budget_to_winner(p.old_estimates, p.measured)} / {budget_to_winner(now, p.measured)} |")
         if refit:
-            hw = fit([q for q in progs if q is not p])
+            hw = fit([q for q in progs if _program_of(q.name) != _program_of(p.name)])
             r = p.rho(hw)
-            held.append((r, len(p.measured)))
-            row += f" {r:.2f}; {budget_to_winner([cm.time_profile(q, hw).us for q in p.profiles], p.measured)} |"
+            if r is not None:
+                held.append((r, len(p.measured)))
+            row += f" {f2(r)}; {budget_to_winner([cm.time_profile(q, hw).us for q in p.profiles], p.measured)} |"
         lines.append(row)
 
     def summary(label: str, hw: cm.Hardware | None) -> str:
@@ -229,14 +267,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("files", nargs="*", type=Path, help="e2e_bench JSON or suite_bench JSONL records")
     ap.add_argument("--records", type=Path, default=None,
                     help="records with candidate μGraphs (found/costmodel_h100_records.json): re-estimate them")
-    ap.add_argument("--fit", action="store_true", help="with --records: refit the constants, leave one program out")
+    ap.add_argument("--dumps", type=Path, nargs="+", default=None,
+                    help="suite_bench tuner dumps (JSON files or the dumps.tgz of a device run): re-estimate them")
+    ap.add_argument("--fit", action="store_true",
+                    help="with --records or --dumps: refit the constants, leave one program out")
     a = ap.parse_args(argv)
     if a.files:
         print(report(a.files))
     if a.records is not None:
         print(records_report(a.records, a.fit))
-    if not a.files and a.records is None:
-        ap.error("pass record files, --records FILE, or both")
+    if a.dumps:
+        print(records_report(load_dumps(a.dumps), a.fit))
+    if not a.files and a.records is None and not a.dumps:
+        ap.error("pass record files, --records FILE, --dumps FILE ..., or any of them")
     return 0
 
 

@@ -70,3 +70,25 @@ def test_options_tags_round_trip():
         assert rq.options_from_tag(o.tag()) == o
     with pytest.raises(MirageLabError, match="tag"):
         rq.options_from_tag("fast-please")
+
+
+def test_a_device_runs_tuner_dumps_read_as_programs(tmp_path):
+    """``--dumps``: suite_bench's dumps.tgz of a device run, and the same dumps as files, give the same programs,
+    named by run and program, each with every timed, correct variant (at least ``min_variants``)."""
+    import json
+    import tarfile
+
+    tgz = BENCH / "found" / "h100_2026-12-07c" / "call1_dumps.tgz"
+    with tarfile.open(tgz) as tar:
+        tar.extractall(tmp_path, filter="data")
+    files = sorted((tmp_path / "dumps").glob("*.json"))
+    from_tgz, from_files = rq.load_dumps([tgz]), rq.load_dumps(files)
+    assert [p.name.split(":")[-1] for p in from_tgz] == [p.name.split(":")[-1] for p in from_files] == \
+        [f.stem for f in files]
+    assert all(p.name.startswith("h100_2026-12-07c/call1_dumps:") for p in from_tgz)
+    for p, f in zip(from_tgz, files):
+        rows = [v for v in json.loads(f.read_text())["variants"] if v.get("error") is None and v.get("median_us")]
+        assert p.measured == [float(v["median_us"]) for v in rows] and len(p.profiles) == len(rows) >= 5
+    few = min(len(p.measured) for p in from_tgz)
+    assert len(rq.load_dumps([tgz], min_variants=few + 1)) == len(from_tgz) - 1
+    assert rq._program_of("h100_2026-12-07b/call2_dumps:gated_mlp_silu_llama3_8b_b1") == "gated_mlp_silu_llama3_8b_b1"
