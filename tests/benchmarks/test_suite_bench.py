@@ -281,3 +281,54 @@ def test_a_dump_with_its_tuned_graphs_joins_exactly_into_cost_model_records(tmp_
     got = cr.from_tuned(rows, {"0": graphs[1], "1": graphs[0]})
     assert got["candidates"] == [graphs[1], graphs[0]]
     assert [(v["candidate"], v["median_us"]) for v in got["variants"]] == [(1, 5.0), (0, 7.0)]
+
+
+def test_contenders_are_timed_in_turn_so_a_drift_reaches_each_alike(monkeypatch):
+    """The suite captures every contender, then times them in rounds, in turn: under clocks that drift 1 % a round
+    of replays, two contenders of the same speed come out within 1.5 % of each other, where timing one after the
+    other (one round) puts 5 % between them. A contender that cannot be captured gets None, and the log says why."""
+    import suite_bench
+    from mirage_lab.runtime import profile as prof
+
+    true_us = {"returned": 10.0, "torch.compile default": 10.0, "torch eager": 20.0}
+    ran: list[str] = []
+    clock = [0]
+
+    class Graph:
+        def __init__(self, us):
+            self.us = us
+
+        def replay(self):
+            pass
+
+    def capture(many):
+        many()
+        if ran[-1] == "broken":
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return Graph(true_us[ran[-1]])
+
+    def time_calls(calls, name="", repeats=200, batch=50, warmup=10, mode="cuda_graph"):
+        drift = 1 + 0.01 * clock[0] / 10
+        clock[0] += repeats
+        us = calls[0].__self__.us * suite_bench.CALLS_PER_GRAPH * drift
+        return prof.Timing(name, mode, us, us, us, repeats)
+
+    monkeypatch.setattr(prof, "_capture", capture)
+    monkeypatch.setattr(prof, "time_calls", time_calls)
+    sets = [[1], [2]]
+
+    def measure(rounds):
+        lines: list[str] = []
+        c = suite_bench.Contenders(lines.append)
+        for name in ("returned", "broken", "torch.compile default", "torch eager"):
+            c.add(name, lambda x, name=name: ran.append(name), sets)
+        return c.time(rounds=rounds), lines
+
+    turns, lines = measure(suite_bench.ROUNDS)
+    assert turns["broken"] is None and any(ln.startswith("  broken: failed: RuntimeError") for ln in lines)
+    assert list(turns) == ["returned", "broken", "torch.compile default", "torch eager"]
+    assert abs(turns["torch.compile default"] / turns["returned"] - 1) < 0.015
+    assert 1.9 < turns["torch eager"] / turns["returned"] < 2.1
+    clock[0] = 0
+    one_after_another, _ = measure(1)
+    assert one_after_another["torch.compile default"] / one_after_another["returned"] > 1.04
