@@ -6,7 +6,7 @@ process: ``best = program.superoptimize(config, search_seconds=...)`` with the R
 way: device time per call in one CUDA graph of 40 calls, inputs rotating over copies larger than
 2x L2, CUDA events (``runtime.profile``'s copies and ``time_calls``); every contender is captured first, then
 the graphs are timed in turn, 5 rounds of 10 replays, median of the round medians (``Contenders``: a drift
-of the clocks reaches each alike; before 2026-12-08 each contender's 50 replays ran one after another).
+of the clocks reaches each alike; until 2026-12-07 (d) each contender's 50 replays ran one after another).
 Contenders: the returned kernel, torch eager, torch.compile (default and max-autotune without its
 own CUDA graphs: the calls are in ours), a library kernel computing the same function where there
 is one (FlashAttention via ``sdpa`` for attention, K prepared in the layout a KV cache keeps, outside
