@@ -66,7 +66,9 @@ class ProgressBars:
         # a candidate's event carries its worker's counters: the bar shows the largest seen
         self.states = max(self.states, stats.states)
         self.candidates = max(self.candidates, stats.candidates)
-        b.set_postfix_str(f"{self.states:,} states, {self.candidates} candidates", refresh=done)
+        waiting = 0 if done else getattr(stats, "confirming", 0)   # stopped, before its first candidate
+        b.set_postfix_str(f"{self.states:,} states, {self.candidates} candidates"
+                          + (f"; stopped, confirming {waiting} hit(s)" if waiting else ""), refresh=done or bool(waiting))
         b.update(max(0, stats.subtrees_done - b.n))   # draws the postfix too
         if done:
             self._close_search()

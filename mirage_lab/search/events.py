@@ -24,6 +24,7 @@ class SearchStats:
     subtrees_done: int = 0
     subtrees_total: int = 0
     elapsed: float = 0.0
+    confirming: int = 0          # hits a stopped search, with no candidate yet, waits to see confirmed
 
     def add(self, other: "SearchStats") -> None:
         for k in ("states", "pruned_expr", "pruned_dedup", "pruned_other", "fingerprint_tests", "reused",

@@ -258,10 +258,12 @@ def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor
                     yield from finish_task(res)
             pending = still
             now = time.monotonic()
+            waiting = cancelled and waiting_for_confirmation(now)
             if now - last_emit >= progress_interval:
                 last_emit = now
-                yield Progress(_merged(base, live, stats, t0))
-            waiting = cancelled and waiting_for_confirmation(now)
+                snap = _merged(base, live, stats, t0)
+                snap.confirming = len(confirming) if waiting else 0
+                yield Progress(snap)
             if cancelled and now - cancel_at > 1.0 and not waiting:
                 break  # workers that ignore the flag (remote Dask) are left to finish on their own
             time.sleep(0.02)

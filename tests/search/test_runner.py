@@ -1,4 +1,5 @@
 """Streaming, cancel, executors (local pool, Dask) and checkpoints of a running search."""
+import io
 import json
 import os
 import signal
@@ -307,3 +308,14 @@ def test_a_stopped_search_keeps_the_hit_it_was_confirming(monkeypatch, keep):
     assert isinstance(final, Finished) and final.cancelled and t_cancel is not None
     assert len(final.candidates) == (1 if keep else 0)
     assert time.monotonic() - t_cancel < (runner.CONFIRM_GRACE_S if keep else 1.5)
+    # while it waits, its progress says so (the bars show "stopped, confirming 1 hit(s)")
+    waited = [ev for ev in events if isinstance(ev, Progress) and ev.stats.confirming]
+    assert bool(waited) is keep and all(ev.stats.confirming == 1 for ev in waited)
+    if keep:
+        from mirage_lab.pipeline.progress import ProgressBars
+
+        lines = io.StringIO()
+        bars = ProgressBars(file=lines)
+        bars(waited[-1])
+        bars.close()
+        assert "stopped, confirming 1 hit(s)" in lines.getvalue()
