@@ -131,7 +131,7 @@ def searched_candidates(shape: DemoShape, log: Log, *, seconds: float, workers: 
             c = static_cost(ev.graph)
             log(f"search: candidate {ev.index}: {c.kernels} kernel(s), ~{c.bytes / 1e6:.2f} MB moved")
         if now > seconds and not token.is_set():
-            token.cancel()
+            token.cancel(finish_confirmations=True)   # a time limit: a hit being confirmed is still reported
 
     result = run_search(prog, workers=workers, cancel=token, on_event=on_event)
     st = result.stats

@@ -253,9 +253,9 @@ def _stop_after(seconds: float, settings: dict[str, Any], on_event: Callable[[An
                 plateau.candidate(now, _best_estimate(ev.graph, ev.index))
             if not token.is_set() and plateau.should_stop(now):
                 plateau.stopped = plateau.reason(now)
-                token.cancel()
+                token.cancel(finish_confirmations=True)   # a budget: hits being confirmed are waited for
         if now > seconds and not token.is_set():
-            token.cancel()
+            token.cancel(finish_confirmations=True)
 
     return cb
 

@@ -21,12 +21,25 @@ from .lifetime import mark_owned
 
 
 class CancelToken:
-    """Set from any thread (a Stop button) to end a running search within a second."""
+    """Set from any thread (a Stop button) to end a running search within a second.
+
+    ``cancel(finish_confirmations=True)`` is a budget's stop (``search_seconds``, the quiet rule, the demo's time
+    limit): a search with no candidate yet first waits, a while, for the hits its workers are confirming
+    (``runner.CONFIRM_GRACE_S``). A plain ``cancel()`` (a Stop button, the user) does not wait, and overrides an
+    earlier budget's stop.
+
+        >>> t = CancelToken(); t.cancel(finish_confirmations=True); t.finish_confirmations
+        True
+        >>> t.cancel(); t.finish_confirmations
+        False
+    """
 
     def __init__(self) -> None:
         self._ev = threading.Event()
+        self.finish_confirmations = False
 
-    def cancel(self) -> None:
+    def cancel(self, finish_confirmations: bool = False) -> None:
+        self.finish_confirmations = bool(finish_confirmations) and (self.finish_confirmations or not self._ev.is_set())
         self._ev.set()
 
     def is_set(self) -> bool:

@@ -191,11 +191,13 @@ def _events(graph: KernelGraph, cfg: SearchConfig, workers: int | None, executor
             yield channel_broke(f"a worker could not send messages ({res['channel_error']})")
 
     def waiting_for_confirmation(now: float) -> bool:
-        """A stopped search with no candidate yet waits, a while, for the hits being confirmed: it would lose them
+        """A search stopped by a budget (``CancelToken.cancel(finish_confirmations=True)``) with no candidate yet
+        waits, a while, for the hits being confirmed: it would lose them
         (a running task reads as cancelled in a thread, and is left behind in a pool). Once no worker runs, one
         more pass reads what the last one sent."""
         nonlocal last_pass
-        if not confirming or candidates or now - cancel_at >= CONFIRM_GRACE_S or last_pass:
+        if not cancel.finish_confirmations or not confirming or candidates or now - cancel_at >= CONFIRM_GRACE_S \
+                or last_pass:
             return False
         last_pass = ex.idle()
         return True

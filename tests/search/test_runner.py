@@ -279,11 +279,14 @@ def test_chunks_keep_the_tasks_order_and_deal_the_first_ones_to_every_worker(n_t
         assert min(c) >= (i // workers) * window - window
 
 
-@pytest.mark.parametrize("keep", [True, False], ids=["with-grace", "without"])
-def test_a_stopped_search_keeps_the_hit_it_was_confirming(monkeypatch, keep):
-    """A search stopped (``search_seconds``, the quiet rule, the user) while a worker confirms its first hit waits
+@pytest.mark.parametrize("budget, grace", [(True, True), (True, False), (False, True)],
+                         ids=["budget-stop", "budget-stop-without-grace", "stop-button"])
+def test_a_stopped_search_keeps_the_hit_it_was_confirming(monkeypatch, budget, grace):
+    """A search stopped by a budget (``search_seconds``, the quiet rule) while a worker confirms its first hit waits
     for that confirmation: at full shapes one takes seconds, and a 30 s search on 16 cores that dropped them
-    returned no candidate (Mistral-7B GQA decode, 2026-12-07). Without the grace the hit is lost, as it was."""
+    returned no candidate (Mistral-7B GQA decode, 2026-12-07). Without the grace the hit is lost, as it was; a Stop
+    button (a plain ``cancel()``) does not wait."""
+    keep = budget and grace
     from mirage_lab.search import runner, worker
 
     real = worker._confirm
@@ -295,14 +298,14 @@ def test_a_stopped_search_keeps_the_hit_it_was_confirming(monkeypatch, keep):
         return real(gen, hit)
 
     monkeypatch.setattr(worker, "_confirm", slow_confirm)
-    if not keep:
+    if not grace:
         monkeypatch.setattr(runner, "CONFIRM_GRACE_S", 0.0)
     token = CancelToken()
     events, t_cancel = [], None
     for ev in search(small_program(), workers=1, cancel=token, progress_interval=0.05, **SMALL):
         events.append(ev)
         if started.is_set() and t_cancel is None:
-            token.cancel()
+            token.cancel(finish_confirmations=budget)
             t_cancel = time.monotonic()
     final = events[-1]
     assert isinstance(final, Finished) and final.cancelled and t_cancel is not None
