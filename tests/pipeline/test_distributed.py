@@ -75,7 +75,11 @@ def test_a_local_cluster_tunes_shares_of_the_candidates_and_the_result_is_cached
     assert first["compiled_on"] == "each GPU worker's host"
     # the timeline: every GPU task's span; a unit measured only after its own compile task ended (one host's clock)
     units = [e for e in first["timeline"] if e["kind"] == "unit"]
-    assert len(units) == len(first["units"]) and all(e["span"][0] <= e["span"][1] for e in first["timeline"])
+    # every measured unit ran as a task on its worker; a unit task may also run and not be measured (sent as the
+    # tuning stopped, or taken by an idle worker as it began: CI, 2026-12-07, 3 measured of 4 run)
+    measured = {(str(e["unit"]), e["worker"]) for e in units}
+    assert measured and measured <= set(map(tuple, first["units"])), (units, first["units"])
+    assert all(e["span"][0] <= e["span"][1] for e in first["timeline"])
     assert all(e["compile_span"][1] <= e["span"][0] + 1e-3 for e in units), units
     assert set(first["summary"]) == {w for _, w in first["units"]} | {e["worker"] for e in first["timeline"]}
     assert all(v["busy_s"] > 0 and v["idle_s"] >= v["waiting_compile_s"] >= 0 for v in first["summary"].values())
