@@ -10,7 +10,7 @@ Two kinds of input:
 
 * ``--dumps FILE ...``: suite_bench's tuner dumps (``--dump DIR``: one JSON per program with its variant rows
   and the tuned μGraphs), as files or as the ``dumps.tgz`` a device run brings back (``found/h100_*/``); each
-  tarball's programs are named ``<tarball>:<program>``. With ``--fit`` a program is held out with every run of it.
+  tarball's programs are named ``<its folder>/<tarball>:<program>``. With ``--fit`` a program is held out with every run of it.
 
 Reads e2e_bench JSON files (a list of program records, each with ``tuning``: every variant's
 ``estimate_us``, ``median_us``, ``error``) and suite_bench JSONL files (one record per program with
@@ -150,9 +150,7 @@ def load_dumps(paths: list[Path], min_variants: int = 5) -> list[Program]:
             with tarfile.open(path) as tar:
                 docs = [json.load(tar.extractfile(m)) for m in sorted(tar.getmembers(), key=lambda m: m.name)
                         if m.isfile() and m.name.endswith(".json")]
-            label = path.name.split(".")[0]
-            if path.parent.name.startswith("h100_") or path.parent.name.startswith("h200_"):
-                label = f"{path.parent.name}/{label}"
+            label = f"{path.parent.name}/{path.name.split('.')[0]}"   # found/<run>/callN_dumps.tgz: one per call
         else:
             docs, label = [json.loads(path.read_text())], path.stem
         for d in docs:

@@ -320,7 +320,7 @@ def test_the_compiler_warm_up_runs_once_per_process_and_never_raises(monkeypatch
 # only if the other worker, once idle, takes the unit waiting behind it (at most 90 s: then the test fails). Not a
 # fixed sleep: on a loaded 2-core box the compiles outlast one, and the held unit's neighbour was never waiting.
 TAKEN_SCRIPT = KILLED.split("if __name__")[0].replace("import faulthandler, json, os, warnings, zlib",
-                                              "import faulthandler, json, os, time, warnings, zlib") + '''
+                                                     "import faulthandler, json, os, time, warnings, zlib") + '''
 class SlowFirst(FakeTimer):
     def __init__(self, path, others):
         super().__init__()
