@@ -286,7 +286,8 @@ def test_a_dump_with_its_tuned_graphs_joins_exactly_into_cost_model_records(tmp_
 def test_contenders_are_timed_in_turn_so_a_drift_reaches_each_alike(monkeypatch):
     """The suite captures every contender, then times them in rounds, in turn: under clocks that drift 1 % a round
     of replays, two contenders of the same speed come out within 1.5 % of each other, where timing one after the
-    other (one round) puts 5 % between them. A contender that cannot be captured gets None, and the log says why."""
+    other (one round) puts 5 % between them; their ratio taken round by round is within 0.5 %. A contender that cannot
+    be captured gets None, and the log says why."""
     import suite_bench
     from mirage_lab.runtime import profile as prof
 
@@ -322,13 +323,20 @@ def test_contenders_are_timed_in_turn_so_a_drift_reaches_each_alike(monkeypatch)
         c = suite_bench.Contenders(lines.append)
         for name in ("returned", "broken", "torch.compile default", "torch eager"):
             c.add(name, lambda x, name=name: ran.append(name), sets)
-        return c.time(rounds=rounds), lines
+        return c.time(rounds=rounds), lines, c
 
-    turns, lines = measure(suite_bench.ROUNDS)
+    turns, lines, c = measure(suite_bench.ROUNDS)
     assert turns["broken"] is None and any(ln.startswith("  broken: failed: RuntimeError") for ln in lines)
     assert list(turns) == ["returned", "broken", "torch.compile default", "torch eager"]
     assert abs(turns["torch.compile default"] / turns["returned"] - 1) < 0.015
     assert 1.9 < turns["torch eager"] / turns["returned"] < 2.1
+    # round by round, the ratio of two equal contenders is 1 up to the drift inside one round
+    assert abs(c.ratio("torch.compile default", "returned") - 1) < 0.005
+    assert 1.95 < c.ratio("torch eager", "returned") < 2.05 and c.ratio("broken", "returned") is None
+    row = suite_bench.ratios({"returned_us": 10.0, "compile_us": 9.0, "eager_us": 20.0, "copy_floor_us": 5.0},
+                             {"compile_us": 0.99, "eager_us": 0.5})
+    assert row["vs_compile"] == 0.99 and row["vs_best_torch"] == 0.99 and row["ratio_of"] == "paired"
+    assert suite_bench.ratios({"returned_us": 10.0, "compile_us": 9.0})["vs_compile"] == 10.0 / 9.0
     clock[0] = 0
-    one_after_another, _ = measure(1)
+    one_after_another, _, _ = measure(1)
     assert one_after_another["torch.compile default"] / one_after_another["returned"] > 1.04
