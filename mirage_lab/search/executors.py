@@ -148,7 +148,10 @@ def before_fork(wait: float = 2.0) -> None:
 # A CUDA context per worker made start-up grow with the workers (contexts are created one at a time):
 # on an H200 host with 16 workers the first state came after 9.8 s with every worker on CUDA, 2.7 s with
 # numpy; with 64 workers none came within 12 s (benchmarks/probes/worker_start.py, RESULTS.md 2026-11-28).
-CUDA_FINGERPRINT_WORKERS = 4
+# With 4 of 16 on CUDA the first state still came at 4.4 s against 2.8 on numpy, the first candidate at 10.1
+# against 7.6 s, and 1,071 states were visited in 12 s against 1,748 (RESULTS.md 2026-11-29): none now.
+# A one-process search (workers=1) still fingerprints on the GPU where there is one.
+CUDA_FINGERPRINT_WORKERS = 0
 
 
 # Modules a forkserver imports once, so that its children start with them loaded.

@@ -118,8 +118,10 @@ def test_flashdecoding_gqa_is_found_below_its_root():
     root = BlockRoot((0, 1, 2), (2, 16, 4), ((0, -1, 1), (0, 2, -1), (0, 1, -1)), (-1, 2, 1), 4)
     hits = gen.run_task(Task(0, "block", root))
     assert hits, gen.stats
-    # Recorded before the search was made faster (commit 55b9285; see test_search_unchanged.py).
-    assert gen.stats.states == 21890
+    # Recorded before the search was made faster (commit 55b9285; see test_search_unchanged.py). One 86-state
+    # subtree is merged by dedup or not depending on the random draw (seeds 0-5, numpy's PCG64 and the SFC64
+    # draws since: 21890 or 21804, the same hits either way).
+    assert gen.stats.states in (21890, 21804)
     assert sorted(build_graph(g, h.ops, h.leaves, h.output_perm).content_hash() for h in hits) == [
         "24254b747fcb38b5f47edbf5803969ba57a7df396bc0d7d2019754d91694abbb",
         "27e3760190f96223244d6f8ea30304bf7462110360363df3b42dd7df007b2921",
