@@ -57,6 +57,21 @@ def test_random_inputs_are_reproducible_and_shaped():
         random_inputs(g, tests=0)
 
 
+def test_field_values_are_uniform_over_the_field_across_chunks(monkeypatch):
+    """The multiply-shift draw covers every value of Z_PQ about equally (no residue class starved, as a
+    16-bit shift would leave some values twice as likely), the same across chunk boundaries as in one pass."""
+    from mirage_lab.verify import fingerprint
+
+    pq = mi.verify.PQ
+    x = fingerprint.field_values(fingerprint.field_rng(3), (40, pq))
+    counts = np.bincount(x.reshape(-1), minlength=pq)
+    assert x.dtype == np.uint16 and counts.size == pq and counts.min() > 10 and counts.max() < 75
+    chi2 = float(((counts - 40) ** 2).sum() / 40)
+    assert abs(chi2 - (pq - 1)) < 6 * (2 * (pq - 1)) ** 0.5   # within 6 sigma of the chi-square's mean
+    monkeypatch.setattr(fingerprint, "_CHUNK", 1000)   # many chunks: the same stream of values
+    assert np.array_equal(fingerprint.field_values(fingerprint.field_rng(3), (40, pq)), x)
+
+
 def test_fingerprint_mismatch_names_the_first_differing_index():
     prog = examples.rms_norm_linear_program(4, 64, 32)
     g = mi.new_kernel_graph()

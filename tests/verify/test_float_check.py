@@ -148,3 +148,20 @@ def test_decide_is_the_rule_of_equivalent_and_of_the_search_confirmation(monkeyp
 
     res = run_search(ex.rms_norm_linear_program(4, 64, 64), workers=1)
     assert calls and not res.candidates     # every hit went through decide, and none was accepted against it
+
+
+def test_draws_refill_one_set_of_arrays_and_outputs_never_alias_them(monkeypatch):
+    """The float check's three draws reuse the same input arrays (at full size a fresh allocation cost more
+    than the drawing); an output that is an input's memory is copied before the next draw overwrites it."""
+    from mirage_lab.interp import reference
+    from mirage_lab.verify import float_check
+
+    g = _prog(lambda g, y: y)
+    draws = [[x.clone() for x in xs] for xs in float_check._draws(g, 5)]
+    assert len(draws) == 3 and all(x.dtype == torch.float64 for xs in draws for x in xs)
+    assert float(draws[0][0].abs().max()) <= 1.0 and float(draws[1][0].abs().max()) <= 2.0 ** -8
+    assert 0.5 <= float(draws[2][0].min()) and float(draws[2][0].max()) <= 1.5
+    assert all(torch.equal(a, b) for a, b in zip(draws[0], next(float_check._draws(g, 5))))   # seeded
+    monkeypatch.setattr(reference, "run_reference", lambda graph, xs: [xs[0]])   # an output that is an input
+    outs = [float_check._run(g, xs) for xs in float_check._draws(g, 5)]
+    assert [torch.equal(o[0], d[0]) for o, d in zip(outs, draws)] == [True, True, True]
