@@ -70,7 +70,9 @@ def test_only_a_few_pool_workers_may_fingerprint_on_the_gpu(monkeypatch):
     monkeypatch.setattr(executors, "CUDA_FINGERPRINT_WORKERS", 2)
     pool = Pool(None, 4)
     try:
-        futs = [pool.executor.submit(_cuda_claim, 0.5) for _ in range(4)]
+        # each call holds its worker long enough for all four to start, also on a loaded 2-core box (with 0.5 s,
+        # one run under pytest -n 2 saw a worker take two calls)
+        futs = [pool.executor.submit(_cuda_claim, 3.0) for _ in range(4)]
         claims = dict(f.result(timeout=60) for f in futs)
     finally:
         pool.shutdown()
