@@ -389,7 +389,7 @@ def ratios(r: dict, paired: dict[str, float | None] | None = None) -> dict:
     paired = {k: v for k, v in (paired or {}).items() if v}
     best_key = min((k for k in ("eager_us", "compile_us") if r.get(k)), key=lambda k: r[k], default=None)
     div = lambda a, b: a / b if a and b else None  # noqa: E731
-    vs = lambda k: paired.get(k) or div(ours, r.get(k)) if k else None  # noqa: E731
+    vs = lambda k: (paired.get(k) or div(ours, r.get(k))) if k else None  # noqa: E731
     bar = max(x for x in (0.8 * (r.get("compile_us") or 0), 1.1 * (r.get("copy_floor_us") or 0)))
     return {"vs_best_torch": vs(best_key), "vs_compile": vs("compile_us"),
             "vs_floor": div(ours, r.get("copy_floor_us")), "vs_library": vs("library_us"),

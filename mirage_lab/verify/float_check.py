@@ -88,12 +88,13 @@ def _draws(graph: KernelGraph, seed: int) -> Iterator[list]:
     numpy's SFC64 sampler fills each float64 array a chunk at a time, scaled while in cache (torch's CPU
     sampler took 3x as long), handed to the reference as torch tensors sharing the memory. Refilling, not
     allocating anew, touches fresh memory once rather than three times: at full size the first touch cost
-    more than the drawing (Mistral-7B GQA decode b64, 1.07 GB a draw: 5.0 -> 3.4 s for the three).
+    more than the drawing (Mistral-7B GQA decode b64, 1.07 GB a draw: the three took 4.6-5.9 s, now 1.6-3.2 s
+    the first time in a process and 0.9 s after; benchmarks/probes/draws_ab.py).
     """
     import numpy as np
     import torch
 
-    from .fingerprint import _CHUNK, field_rng
+    from .fingerprint import DRAW_CHUNK, field_rng
 
     rng = field_rng(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
     arrays = [np.empty(tuple(t.dims), dtype=np.float64) for t in graph.inputs]
@@ -101,8 +102,8 @@ def _draws(graph: KernelGraph, seed: int) -> Iterator[list]:
     for lo, hi in ((-1.0, 1.0), (-(2.0 ** -8), 2.0 ** -8), (0.5, 1.5)):
         for a in arrays:
             flat = a.reshape(-1)
-            for i in range(0, flat.size, _CHUNK):   # scaled while in cache
-                part = flat[i:i + _CHUNK]
+            for i in range(0, flat.size, DRAW_CHUNK):   # scaled while in cache
+                part = flat[i:i + DRAW_CHUNK]
                 rng.random(out=part)
                 part *= hi - lo
                 part += lo

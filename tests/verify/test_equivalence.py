@@ -68,7 +68,7 @@ def test_field_values_are_uniform_over_the_field_across_chunks(monkeypatch):
     assert x.dtype == np.uint16 and counts.size == pq and counts.min() > 10 and counts.max() < 75
     chi2 = float(((counts - 40) ** 2).sum() / 40)
     assert abs(chi2 - (pq - 1)) < 6 * (2 * (pq - 1)) ** 0.5   # within 6 sigma of the chi-square's mean
-    monkeypatch.setattr(fingerprint, "_CHUNK", 1000)   # many chunks: the same stream of values
+    monkeypatch.setattr(fingerprint, "DRAW_CHUNK", 1000)   # many chunks: the same stream of values
     assert np.array_equal(fingerprint.field_values(fingerprint.field_rng(3), (40, pq)), x)
 
 
