@@ -94,16 +94,14 @@ def _draws(graph: KernelGraph, seed: int) -> Iterator[list]:
     import numpy as np
     import torch
 
-    from .fingerprint import DRAW_CHUNK, field_rng
+    from .fingerprint import draw_chunks, field_rng
 
     rng = field_rng(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
     arrays = [np.empty(tuple(t.dims), dtype=np.float64) for t in graph.inputs]
     xs = [torch.from_numpy(a) for a in arrays]
     for lo, hi in ((-1.0, 1.0), (-(2.0 ** -8), 2.0 ** -8), (0.5, 1.5)):
         for a in arrays:
-            flat = a.reshape(-1)
-            for i in range(0, flat.size, DRAW_CHUNK):   # scaled while in cache
-                part = flat[i:i + DRAW_CHUNK]
+            for part in draw_chunks(a):   # scaled while in cache
                 rng.random(out=part)
                 part *= hi - lo
                 part += lo
