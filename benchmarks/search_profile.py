@@ -85,6 +85,8 @@ def run(program: str, small: bool, seconds: float, profile: bool, top: int, task
            "complete": done == n_tasks}
     if prof:
         s = io.StringIO()
+        if os.environ.get("PROF_OUT"):
+            prof.dump_stats(os.environ["PROF_OUT"])
         st = pstats.Stats(prof, stream=s)
         st.sort_stats("cumulative").print_stats(top)
         st.sort_stats("tottime").print_stats(top)
