@@ -243,10 +243,15 @@ def paired_ratio(a: Timing, b: Timing) -> float | None:
     """``a``'s time over ``b``'s, the median of their rounds' ratios, where both were timed in one
     :func:`time_captured_in_turn` (``None`` otherwise)."""
     ea, eb = getattr(a, "extra", None) or {}, getattr(b, "extra", None) or {}
-    ra, rb = ea.get("rounds_us"), eb.get("rounds_us")
-    if not ra or not rb or len(ra) != len(rb) or ea.get("turn") is None or ea.get("turn") != eb.get("turn"):
+    if ea.get("turn") is None or ea.get("turn") != eb.get("turn"):
         return None
-    if any(y <= 0 for y in rb):
+    return rounds_ratio(ea.get("rounds_us"), eb.get("rounds_us"))
+
+
+def rounds_ratio(ra: Sequence[float] | None, rb: Sequence[float] | None) -> float | None:
+    """The median of ``ra[i] / rb[i]``: two contenders' rounds taken in turn, compared round by round
+    (``None`` unless both have the same number of rounds, each positive)."""
+    if not ra or not rb or len(ra) != len(rb) or any(y <= 0 for y in rb):
         return None
     return statistics.median([x / y for x, y in zip(ra, rb)])
 
