@@ -10,6 +10,7 @@ on a shared box) and the top functions by cumulative and by own time.
     python benchmarks/search_profile.py --program rmsnorm --seconds 60
     python benchmarks/search_profile.py --program gqa --small --no-profile   # states/s only
     python benchmarks/search_profile.py --program rmsnorm --tasks 300 --no-profile   # fixed work, for A/B
+    PROF_OUT=/tmp/s.prof python benchmarks/search_profile.py --program rmsnorm       # also keep the cProfile stats
 
 ``--tasks N`` runs the first N subtrees to the end, ``--polls N`` stops at the generator's Nth
 state check (``Generator._poll``, called as each state is entered), whichever comes first
