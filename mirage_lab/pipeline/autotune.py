@@ -158,7 +158,8 @@ class TuneReport:
         A μGraph or a library kernel must be faster than the program's own best lowering (torch or
         torch.compile) by more than ``CHOICE_MARGIN`` to be chosen (:meth:`vs_program`: round by round
         where the final round timed them in turn): two timings of the same pair in different processes
-        disagree by up to ~3 %, and a win inside that may be a slowdown where the user runs it. Not timed (simulator): the first correct variant in cost-model order, else the program.
+        disagree by up to ~3 %, and a win inside that may be a slowdown where the user runs it.
+        Not timed (simulator): the first correct variant in cost-model order, else the program.
         """
         if not self.timed:
             first = next((r for r in self.results if r.ok), None)
