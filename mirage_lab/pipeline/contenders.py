@@ -80,9 +80,9 @@ def time_in_turn(timer: Any, entries: Sequence[tuple[str, Callable[..., Any], Ca
                  inputs: Sequence[Any], repeats: int, rounds: int | None = None) -> list[Any]:
     """Timings of several contenders taken in turn, round by round (``(name, check_inputs, capture)`` each).
 
-    The timer's ``graphs_in_turn`` where it has one (:class:`CudaGraphTimer`: each captured once,
-    :func:`~mirage_lab.runtime.profile.time_captured_in_turn`); otherwise (a test's timer) its
-    ``graph`` called once per contender per round, forward then backward, the rounds' medians kept
+    The timer's ``graphs_in_turn`` where it has one (:class:`CudaGraphTimer`: each keeps its input
+    copies, its graphs captured for its part of each round; :func:`~mirage_lab.runtime.profile.time_captured_in_turn`);
+    otherwise (a test's timer) its ``graph`` called once per contender per round, forward then backward, the rounds' medians kept
     the same way, so that :func:`~mirage_lab.runtime.profile.paired_ratio` reads either.
     """
     import statistics

@@ -211,31 +211,34 @@ def time_captured_in_turn(entries: Sequence[tuple[str, Callable[[Sequence[torch.
                           rounds: int = IN_TURN_ROUNDS) -> list[Timing]:
     """Several contenders timed in turn: ``rounds`` rounds, each timing every one in forward, then backward order.
 
-    ``entries``: ``(name, check_inputs, capture)`` as :func:`time_captured` takes them; each is captured
-    once, over its own rotated copies, and all stay resident. One contender timed after another
-    carries the GPU's clock drift between them into their ratio (a compute-bound GEMM's replays
-    spread ±4.5 % on the H100, 2026-12-07 (c)); in turn, each round compares them under the same
-    clocks. Each :class:`Timing` summarises all its samples and keeps its rounds' medians in
-    ``extra["rounds_us"]`` with a shared ``extra["turn"]``, which :func:`paired_ratio` reads.
+    ``entries``: ``(name, check_inputs, capture)`` as :func:`time_captured` takes them; each keeps its
+    own rotated input copies for the whole run. One contender timed after another carries the GPU's
+    clock drift between them into their ratio (a compute-bound GEMM's replays spread ±4.5 % on the
+    H100, 2026-12-07 (c)); in turn, each round compares them under the same clocks. A contender's
+    graphs are captured for its part of a round and released before the next one captures: with every
+    contender's graphs resident at once (16 copies each, six contenders), Falcon-7B's MQA decode
+    ended in an illegal memory access on the H100 (2026-12-07 (f)), as one at a time never did. Each
+    :class:`Timing` summarises all its samples and keeps its rounds' medians in ``extra["rounds_us"]``
+    with a shared ``extra["turn"]``, which :func:`paired_ratio` reads.
     """
     per_round = max(1, -(-repeats // rounds))
-    replays = []
-    for _, check_inputs, capture in entries:
-        sets = make_copies(list(check_inputs(inputs)), rotation_copies(inputs))
-        replays.append([capture(s) for s in sets])
+    sets = [make_copies(list(check_inputs(inputs)), rotation_copies(inputs)) for _, check_inputs, _ in entries]
     samples: list[list[float]] = [[] for _ in entries]
     medians: list[list[float]] = [[] for _ in entries]
     flags: list[dict[str, Any]] = [{} for _ in entries]
     for r in range(rounds):
         order = range(len(entries)) if r % 2 == 0 else range(len(entries) - 1, -1, -1)
         for i in order:
-            got, extra = _timed_samples(replays[i], warmup=10 if r < 2 else 2, repeats=per_round, batch=50)
+            capture = entries[i][2]
+            replays = [capture(s) for s in sets[i]]
+            got, extra = _timed_samples(replays, warmup=10 if r < 2 else 2, repeats=per_round, batch=50)
+            del replays   # this contender's graphs go before the next one's are captured
             samples[i] += got
             medians[i].append(round(statistics.median(got), 4))
             for k, v in extra.items():
                 flags[i][k] = flags[i].get(k, 0) + v if isinstance(v, int) and not isinstance(v, bool) else v
     turn = next(_turns)
-    return [_summary(name, "cuda_graph", samples[i], len(replays[i]), rounds_us=medians[i], turn=turn, **flags[i])
+    return [_summary(name, "cuda_graph", samples[i], len(sets[i]), rounds_us=medians[i], turn=turn, **flags[i])
             for i, (name, _, _) in enumerate(entries)]
 
 
