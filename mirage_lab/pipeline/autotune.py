@@ -93,7 +93,7 @@ class VariantResult(Measured):
                 "estimate_us": round(self.estimate.us, 2),
                 "median_us": None if self.median_us == float("inf") else round(self.median_us, 2),
                 "rel_err": self.rel_err, "compile_s": None if self.compile_s is None else round(self.compile_s, 1),
-                "error": self.error, **({"rounds_us": self.rounds_us} if self.rounds_us else {})}
+                "error": self.error}
 
 
 @dataclass(repr=False)
@@ -156,39 +156,20 @@ class TuneReport:
         """What ``superoptimize`` returns: the fastest measured contender, μGraph or program lowering.
 
         A μGraph or a library kernel must be faster than the program's own best lowering (torch or
-        torch.compile) by more than ``CHOICE_MARGIN`` to be chosen (:meth:`vs_program`: round by round
-        where the final round timed them in turn): two timings of the same pair in different processes
-        disagree by up to ~3 %, and a win inside that may be a slowdown where the user runs it.
-        Not timed (simulator): the first correct variant in cost-model order, else the program.
+        torch.compile) by more than ``CHOICE_MARGIN`` to be chosen: two timings of the same pair in
+        different processes disagree by up to ~3 %, and a win inside that may be a slowdown where the
+        user runs it. Not timed (simulator): the first correct variant in cost-model order, else the program.
         """
         if not self.timed:
             first = next((r for r in self.results if r.ok), None)
             return self.best or first or self.program_best
         progs = [p for p in self.programs if p.ok and p.timings]
         own = [p for p in progs if p.lowering in OWN_LOWERINGS]
+        bar = min((p.median_us for p in own), default=float("inf")) * (1 - CHOICE_MARGIN)
         others = [p for p in progs if p not in own] + sorted(
             (r for r in self.results if r.ok and r.timings), key=lambda r: (r.median_us, r.estimate.us))
-        if not own:
-            return min(others, key=lambda c: c.median_us) if others else None
-        ref = min(own, key=lambda p: p.median_us)
-        ranked = own + [c for c in others if self.vs_program(c, ref) < 1 - CHOICE_MARGIN]
-        return min(ranked, key=lambda c: c.median_us)  # min keeps the first of equals
-
-    def vs_program(self, c: Any, ref: Any = None) -> float:
-        """``c``'s time over the program's own best lowering's (``ref``): the median of their rounds'
-        ratios where the final round timed both in turn, else the ratio of their medians."""
-        from ..runtime.profile import paired_ratio
-
-        if ref is None:
-            own = [p for p in self.programs if p.ok and p.timings and p.lowering in OWN_LOWERINGS]
-            if not own:
-                return float("nan")
-            ref = min(own, key=lambda p: p.median_us)
-        ta, tb = c.timings.get("cuda_graph"), ref.timings.get("cuda_graph")
-        if ta is None or tb is None:
-            return float("inf")
-        r = paired_ratio(ta, tb)
-        return r if r is not None else ta.median_us / tb.median_us
+        ranked = own + [c for c in others if c.median_us < bar] if own else others
+        return min(ranked, key=lambda c: c.median_us) if ranked else None  # min keeps the first of equals
 
     @property
     def winner(self) -> str | None:
@@ -450,18 +431,6 @@ def _time(res: VariantResult, kernel: Any, mi: MeasuringInputs, repeats: int, ti
         res.error = f"timing failed: {type(e).__name__}: {e}"[:800]
 
 
-def _free_gpu_memory() -> None:
-    import gc
-
-    gc.collect()
-    try:
-        import torch
-
-        torch.cuda.empty_cache()
-    except Exception:   # no CUDA here (a test's timer): nothing to free
-        pass
-
-
 def _extra_baselines(fns: dict[str, Any], mi: MeasuringInputs, which: str | bool, repeats: int) -> dict[str, Any]:
     """``baselines="all"``: eager launches and Python call time of the torch function and of torch.compile."""
     from ..runtime.profile import profile_torch
@@ -495,7 +464,6 @@ class _Tuning:
         self.excluded_s = 0.0   # torch.compile's own compile: run while the pool compiles, outside the budget
         self._to_race: list[str] = []   # the program's lowerings not raced yet (race_program, race_ready)
         self._warm: Any = None
-        self.final_note = ""
 
     # -------------------------------------------------------------- the program's own lowerings
     def race_program(self, lowerings: Sequence[str], warm: Any = None, block: bool = True) -> None:
@@ -620,35 +588,16 @@ class _Tuning:
 
     # -------------------------------------------------------------- finalists
     def final_round(self, finalists: int, final_repeats: int) -> None:
-        """The fastest few variants and every program lowering again, with more repeats, in turn.
-
-        All of them are timed round by round (:func:`~.contenders.time_in_turn`), so the choice
-        compares them under the same clocks (:meth:`TuneReport.chosen` reads the rounds' ratios).
-        Where that cannot run (the GPU's memory cannot hold every contender's input copies at
-        once), each is timed after the other as before.
-        """
-        from .contenders import _replay_of, time_in_turn, time_program
+        """The fastest few variants and every program lowering again, with more repeats."""
+        from .contenders import time_program
 
         ok = sorted((i for i in self.kernels if self.results[i].ok and self.results[i].timings),
-                    key=lambda i: self.results[i].median_us)[:finalists]
-        progs = [p for p in self.programs if p.ok and p.timings]
-        if len(ok) + len(progs) > 1:
-            entries = [(self.results[i].variant.tag, self.kernels[i].check_inputs,
-                        (lambda k: lambda s: k.capture(s).replay)(self.kernels[i])) for i in ok]
-            entries += [(p.lowering, p.runner.check_inputs, _replay_of(p.runner)) for p in progs]
-            try:
-                timings = time_in_turn(self.timer, entries, self.mi.inputs, final_repeats)
-            except Exception as e:   # out of GPU memory with every contender resident: one after another
-                _free_gpu_memory()
-                self.final_note = f"final round one after another ({type(e).__name__})"
-            else:
-                for rec, t in zip([self.results[i] for i in ok] + progs, timings):
-                    rec.timings["cuda_graph"] = t
-                return
-        for i in ok:
+                    key=lambda i: self.results[i].median_us)
+        for i in ok[:finalists]:
             _time(self.results[i], self.kernels[i], self.mi, final_repeats, self.timer)
-        for p in progs:
-            time_program(p, self.timer, self.mi, final_repeats)
+        for p in self.programs:
+            if p.ok and p.timings:
+                time_program(p, self.timer, self.mi, final_repeats)
 
 
 def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_seconds: float = 60.0,
@@ -771,8 +720,6 @@ def autotune(program: KernelGraph, candidates: Sequence[KernelGraph], *, tune_se
     base: dict[str, Any] = {}
     if timer is not None:
         tn.final_round(finalists, final_repeats)
-        if tn.final_note:
-            reason += f"; {tn.final_note}"
         eager, base = tn.baselines(baselines, final_repeats)
     ok_results = [r for r in results if r.ok and (timer is None or r.timings)]
     best = min(ok_results, key=lambda r: (r.median_us, r.estimate.us)) if ok_results else None

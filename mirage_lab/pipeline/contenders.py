@@ -69,44 +69,6 @@ class CudaGraphTimer:
 
         return time_eager(fn, inputs, name=name, repeats=repeats)
 
-    def graphs_in_turn(self, entries: Sequence[tuple[str, Callable[..., Any], Callable[..., Any]]],
-                       inputs: Sequence[Any], repeats: int, rounds: int) -> list[Any]:
-        from ..runtime.profile import time_captured_in_turn
-
-        return time_captured_in_turn(entries, inputs, repeats=repeats, rounds=rounds)
-
-
-def time_in_turn(timer: Any, entries: Sequence[tuple[str, Callable[..., Any], Callable[..., Any]]],
-                 inputs: Sequence[Any], repeats: int, rounds: int | None = None) -> list[Any]:
-    """Timings of several contenders taken in turn, round by round (``(name, check_inputs, capture)`` each).
-
-    The timer's ``graphs_in_turn`` where it has one (:class:`CudaGraphTimer`: each keeps its input
-    copies, its graphs captured for its part of each round; :func:`~mirage_lab.runtime.profile.time_captured_in_turn`);
-    otherwise (a test's timer) its ``graph`` called once per contender per round, forward then backward, the rounds' medians kept
-    the same way, so that :func:`~mirage_lab.runtime.profile.paired_ratio` reads either.
-    """
-    import statistics
-
-    from ..runtime.profile import IN_TURN_ROUNDS, Timing, _turns
-
-    rounds = rounds or IN_TURN_ROUNDS
-    if hasattr(timer, "graphs_in_turn"):
-        return timer.graphs_in_turn(entries, inputs, repeats, rounds)
-    per_round = max(1, -(-repeats // rounds))
-    got: list[list[Any]] = [[] for _ in entries]
-    for r in range(rounds):
-        for i in (range(len(entries)) if r % 2 == 0 else range(len(entries) - 1, -1, -1)):
-            name, check_inputs, capture = entries[i]
-            got[i].append(timer.graph(name, check_inputs, capture, inputs, per_round))
-    turn = next(_turns)
-    out = []
-    for (name, _, _), ts in zip(entries, got):
-        meds = [t.median_us for t in ts]
-        out.append(Timing(name, "cuda_graph", statistics.median(meds), min(t.p10_us for t in ts),
-                          max(t.p90_us for t in ts), per_round * rounds, ts[0].copies,
-                          {"rounds_us": meds, "turn": turn}))
-    return out
-
 
 def default_timer() -> Timer | None:
     """The timer tuning uses here: CUDA graphs on a GPU, none under the CUDA simulator (checked, not timed)."""
@@ -132,8 +94,7 @@ class ProgramResult(Measured):
         """One flat record (JSON-ready) for tables."""
         return {"lowering": self.lowering, "median_us": None if self.median_us == float("inf") else round(self.median_us, 2),
                 "rel_err": self.rel_err, "compile_s": None if self.compile_s is None else round(self.compile_s, 1),
-                "prewarm_s": None if self.prewarm_s is None else round(self.prewarm_s, 1), "error": self.error,
-                **({"rounds_us": self.rounds_us} if self.rounds_us else {})}
+                "prewarm_s": None if self.prewarm_s is None else round(self.prewarm_s, 1), "error": self.error}
 
 
 def _error(e: BaseException, limit: int = 800) -> str:
@@ -342,4 +303,4 @@ def program_lowerings_for(program: KernelGraph, wanted: Sequence[str], timed: bo
 
 
 __all__ = ["PROGRAM_LOWERINGS", "LIBRARY", "library_phrase", "EAGER", "PROGRAM_PHRASE", "Timer", "CudaGraphTimer",
-           "default_timer", "time_in_turn", "ProgramResult", "ProgramWarmup", "check_program", "build_program_lowering", "time_program", "program_lowerings_for"]
+           "default_timer", "ProgramResult", "ProgramWarmup", "check_program", "build_program_lowering", "time_program", "program_lowerings_for"]

@@ -19,12 +19,6 @@ class Measured:
         return t.median_us if t is not None else float("inf")
 
     @property
-    def rounds_us(self) -> list[float] | None:
-        """The final round's medians, round by round, where it timed the contenders in turn."""
-        t = self.timings.get("cuda_graph")
-        return (getattr(t, "extra", None) or {}).get("rounds_us") if t is not None else None
-
-    @property
     def ok(self) -> bool:
         """Checked and correct (a timing failure sets ``error`` too)."""
         return self.error is None and self.rel_err is not None

@@ -111,13 +111,6 @@ def time_calls(calls: Sequence[Callable[[], Any]], *, name: str = "", mode: str 
     next one is half as long behind a sleep twice as long per call; after ``MAX_STALLED_BATCHES``
     stalled batches are kept, and ``extra["host_stalled"]`` says so.
     """
-    samples, extra = _timed_samples(calls, warmup=warmup, repeats=repeats, batch=batch)
-    return _summary(name, mode, samples, len(calls), **extra)
-
-
-def _timed_samples(calls: Sequence[Callable[[], Any]], *, warmup: int, repeats: int,
-                   batch: int) -> tuple[list[float], dict[str, Any]]:
-    """:func:`time_calls`' samples (µs) and its flags, before they are summarised."""
     n = len(calls)
     for i in range(warmup):
         calls[i % n]()
@@ -151,7 +144,7 @@ def _timed_samples(calls: Sequence[Callable[[], Any]], *, warmup: int, repeats: 
         extra["stalled_batches"] = stalled
     if kept_stalled:
         extra["host_stalled"] = True
-    return samples, extra
+    return _summary(name, mode, samples, n, **extra)
 
 
 def time_python(call: Callable[[], Any], *, name: str = "", mode: str = "python_call", iters: int = 200,
@@ -200,60 +193,13 @@ def time_captured(check_inputs: Callable[[Sequence[torch.Tensor]], Sequence[torc
     return time_calls(replays, name=name, mode="cuda_graph", repeats=repeats)
 
 
-#: rounds of the final in-turn timing (:func:`time_captured_in_turn`)
-IN_TURN_ROUNDS = 10
-_turns = iter(range(1, 1 << 62))
-
-
-def time_captured_in_turn(entries: Sequence[tuple[str, Callable[[Sequence[torch.Tensor]], Sequence[torch.Tensor]],
-                                                 Callable[[Sequence[torch.Tensor]], Callable[[], Any]]]],
-                          inputs: Sequence[torch.Tensor], *, repeats: int = 300,
-                          rounds: int = IN_TURN_ROUNDS) -> list[Timing]:
-    """Several contenders timed in turn: ``rounds`` rounds, each timing every one in forward, then backward order.
-
-    ``entries``: ``(name, check_inputs, capture)`` as :func:`time_captured` takes them; each keeps its
-    own rotated input copies for the whole run. One contender timed after another carries the GPU's
-    clock drift between them into their ratio (a compute-bound GEMM's replays spread ±4.5 % on the
-    H100, 2026-12-07 (c)); in turn, each round compares them under the same clocks. A contender's
-    graphs are captured for its part of a round and released before the next one captures: with every
-    contender's graphs resident at once (16 copies each, six contenders), Falcon-7B's MQA decode
-    ended in an illegal memory access on the H100 (2026-12-07 (f)), as one at a time never did. Each
-    :class:`Timing` summarises all its samples and keeps its rounds' medians in ``extra["rounds_us"]``
-    with a shared ``extra["turn"]``, which :func:`paired_ratio` reads.
-    """
-    per_round = max(1, -(-repeats // rounds))
-    sets = [make_copies(list(check_inputs(inputs)), rotation_copies(inputs)) for _, check_inputs, _ in entries]
-    samples: list[list[float]] = [[] for _ in entries]
-    medians: list[list[float]] = [[] for _ in entries]
-    flags: list[dict[str, Any]] = [{} for _ in entries]
-    for r in range(rounds):
-        order = range(len(entries)) if r % 2 == 0 else range(len(entries) - 1, -1, -1)
-        for i in order:
-            capture = entries[i][2]
-            replays = [capture(s) for s in sets[i]]
-            got, extra = _timed_samples(replays, warmup=10 if r < 2 else 2, repeats=per_round, batch=50)
-            del replays   # this contender's graphs go before the next one's are captured
-            samples[i] += got
-            medians[i].append(round(statistics.median(got), 4))
-            for k, v in extra.items():
-                flags[i][k] = flags[i].get(k, 0) + v if isinstance(v, int) and not isinstance(v, bool) else v
-    turn = next(_turns)
-    return [_summary(name, "cuda_graph", samples[i], len(sets[i]), rounds_us=medians[i], turn=turn, **flags[i])
-            for i, (name, _, _) in enumerate(entries)]
-
-
-def paired_ratio(a: Timing, b: Timing) -> float | None:
-    """``a``'s time over ``b``'s, the median of their rounds' ratios, where both were timed in one
-    :func:`time_captured_in_turn` (``None`` otherwise)."""
-    ea, eb = getattr(a, "extra", None) or {}, getattr(b, "extra", None) or {}
-    if ea.get("turn") is None or ea.get("turn") != eb.get("turn"):
-        return None
-    return rounds_ratio(ea.get("rounds_us"), eb.get("rounds_us"))
-
-
 def rounds_ratio(ra: Sequence[float] | None, rb: Sequence[float] | None) -> float | None:
-    """The median of ``ra[i] / rb[i]``: two contenders' rounds taken in turn, compared round by round
-    (``None`` unless both have the same number of rounds, each positive)."""
+    """The median of ``ra[i] / rb[i]``: two contenders timed in turn, round by round (``benchmarks/suite_bench.py``),
+    compared under each round's clocks (``None`` unless both have the same number of rounds, each positive).
+
+        >>> rounds_ratio([10.0, 11.0, 12.0], [10.0, 10.0, 10.0])
+        1.1
+    """
     if not ra or not rb or len(ra) != len(rb) or any(y <= 0 for y in rb):
         return None
     return statistics.median([x / y for x, y in zip(ra, rb)])

@@ -96,15 +96,8 @@ def test_every_contender_is_timed_the_same_way(torch_wins):
     first = {n: rep for n, _, rep in reversed(asked)}   # first time each was timed
     last = {n: rep for n, _, rep in asked}
     assert first["torch"] == first["torch.compile"] == first[next(n for n in names if "/t" in n)] == 100
-    # the finalists' re-timing includes the program's lowerings, with the variants' final repeats (300),
-    # taken in turn: 10 rounds of 30, each round in the order opposite to the one before
-    assert last["torch eager"] == 300
-    final = [(n, rep) for n, _, rep in asked if rep == 30]
-    assert {n for n, _ in final} >= {"torch", "torch.compile"} and any("/t" in n for n, _ in final)
-    per = len({n for n, _ in final})
-    assert len(final) == 10 * per and all(sum(rep for m, rep in final if m == n) == 300 for n, _ in final)
-    rounds = [[n for n, _ in final[i:i + per]] for i in range(0, len(final), per)]
-    assert all(b == a[::-1] for a, b in zip(rounds, rounds[1:]))
+    # the finalists' re-timing includes the program's lowerings, with the variants' final repeats
+    assert last["torch"] == last["torch.compile"] == 300 and last["torch eager"] == 300
     assert {"torch_eager", "torch_cuda_graph", "torch_compile_cuda_graph"} <= set(r["baselines"])
 
 

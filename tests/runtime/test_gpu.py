@@ -246,18 +246,3 @@ def test_timing_is_not_inflated_by_a_thread_holding_the_gil():
             t.join()
     assert busy.median_us < 1.5 * quiet + 2.0, (quiet, busy)
     assert not busy.extra.get("host_stalled"), busy.extra
-
-
-def test_contenders_timed_in_turn_share_their_rounds():
-    from mirage_lab.runtime.profile import _capture, paired_ratio, time_captured_in_turn
-
-    x = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
-    w = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
-    mm = lambda s: _capture(lambda: s[0] @ s[1]).replay   # noqa: E731
-    entries = [("mm", lambda xs: xs, mm), ("mm again", lambda xs: xs, mm),
-               ("half", lambda xs: [xs[0][:, :2048].contiguous(), xs[1][:2048].contiguous()], mm)]
-    a, b, h = time_captured_in_turn(entries, [x, w], repeats=100, rounds=5)
-    assert len(a.extra["rounds_us"]) == 5 and a.extra["turn"] == b.extra["turn"] == h.extra["turn"]
-    assert a.repeats == 100 and a.copies >= 2
-    assert paired_ratio(a, b) == pytest.approx(1.0, abs=0.05)      # the same GEMM in turn
-    assert 0.35 < paired_ratio(h, a) < 0.7                          # half the work
