@@ -6,7 +6,7 @@
     >>> W = g.new_input(dims=(4096, 4096), dtype=mi.float16)
     >>> g.mark_output(g.matmul(g.rms_norm(X), W))
 """
-from .errors import GraphBuildError, GraphvizMissingError, MirageLabError, ReferenceRunError, SerializationError
+from .errors import GpuFaultError, GraphBuildError, GraphvizMissingError, MirageLabError, ReferenceRunError, SerializationError
 from .ir import (BlockGraph, DTensor, DType, KernelGraph, STensor, ThreadGraph, bfloat16, float16, float32,
                  new_kernel_graph, new_threadblock_graph)
 from .ir.serialize import MIME_TYPE, from_json, load, save
@@ -27,7 +27,7 @@ from .lazy import lazy_attributes  # noqa: E402
 __getattr__, __dir__ = lazy_attributes(globals(), {"run_reference": ("mirage_lab.interp.reference", "run_reference")})
 
 __all__ = [
-    "MirageLabError", "GraphBuildError", "SerializationError", "ReferenceRunError", "GraphvizMissingError",
+    "MirageLabError", "GraphBuildError", "SerializationError", "ReferenceRunError", "GraphvizMissingError", "GpuFaultError",
     "new_kernel_graph", "new_threadblock_graph", "KernelGraph", "BlockGraph", "ThreadGraph", "DTensor", "STensor",
     "DType", "float16", "bfloat16", "float32", "run_reference", "from_json", "load", "save", "draw", "inspect",
     "compare", "MIME_TYPE",

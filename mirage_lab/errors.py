@@ -32,3 +32,8 @@ class CodegenError(MirageLabError, RuntimeError):
 
 class KernelInputError(MirageLabError, ValueError):
     """A compiled kernel was called with inputs that do not fit it (count, shape, dtype, device)."""
+
+
+class GpuFaultError(MirageLabError, RuntimeError):
+    """The GPU faulted while a kernel ran (an illegal memory access, a launch failure): the error leaves the
+    process's CUDA context unable to run anything more, so the work stops and says how to go on."""

@@ -41,7 +41,7 @@ from .contenders import PROGRAM_PHRASE, library_phrase
 from .compile_pool import CompileFeed
 from .cost_model import Estimate, estimate
 from .library import library_title
-from .measured import Measured
+from .measured import Measured, raise_on_gpu_fault
 from .inputs import MeasuringInputs, measuring_inputs
 from .stopping import KIND_SAFETY, STOP_MARGIN, lowering_kind, rule_items, variant_group
 
@@ -398,7 +398,8 @@ def _check(res: VariantResult, mi: MeasuringInputs, cache_dir: str | None, tol: 
             res.error = f"{why} (inputs: {mi.policy})"
             return None
         return k
-    except Exception as e:  # a candidate that fails to load or launch is reported, never fatal
+    except Exception as e:  # a candidate that fails to load or launch is reported, never fatal (but a GPU fault)
+        raise_on_gpu_fault(e, f"checking the variant {res.variant.tag}")
         res.error = f"{type(e).__name__}: {e}"[:800]
         return None
 
@@ -428,6 +429,7 @@ def _time(res: VariantResult, kernel: Any, mi: MeasuringInputs, repeats: int, ti
             t.extra = {**t.extra, "retimed_us": [round(first.median_us, 2), round(again.median_us, 2)]}
         res.timings["cuda_graph"] = t
     except Exception as e:
+        raise_on_gpu_fault(e, f"timing the variant {res.variant.tag}")
         res.error = f"timing failed: {type(e).__name__}: {e}"[:800]
 
 
@@ -442,6 +444,7 @@ def _extra_baselines(fns: dict[str, Any], mi: MeasuringInputs, which: str | bool
         try:
             res = profile_torch(fn, mi.inputs, name=key, repeats=repeats, graph=False)
         except Exception as e:  # a baseline that fails is reported, the tuning result stands
+            raise_on_gpu_fault(e, f"timing the baseline {key}")
             out[f"{key}_error"] = f"{type(e).__name__}: {e}"[:500]
             continue
         if key == "torch_compile":
@@ -567,6 +570,7 @@ class _Tuning:
         try:
             eager = self.timer.eager(EAGER, fn, self.mi.inputs, final_repeats)
         except Exception as e:  # the figure is missing, the tuning result stands
+            raise_on_gpu_fault(e, "timing torch eager")
             base["torch_eager_error"] = f"{type(e).__name__}: {e}"[:500]
         if which:
             if eager is not None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from ..ir.kernel_graph import KernelGraph
-from .measured import Measured
+from .measured import Measured, raise_on_gpu_fault
 from .inputs import MeasuringInputs
 
 PROGRAM_LOWERINGS = ("torch", "torch.compile")
@@ -114,7 +114,8 @@ def check_program(res: ProgramResult, mi: MeasuringInputs, tol: float) -> None:
     try:
         outs = res.runner(list(mi.inputs))
         err = max(relative_error(o, r) for o, r in zip(outs, mi.reference))
-    except Exception as e:  # recorded, never fatal: the variants still race
+    except Exception as e:  # recorded, never fatal: the variants still race (but a GPU fault)
+        raise_on_gpu_fault(e, f"checking the program's {res.lowering} lowering")
         res.error = _error(e)
         return
     res.rel_err = err
@@ -144,6 +145,7 @@ def build_program_lowering(program: KernelGraph, lowering: str, mi: MeasuringInp
 
             res.runner = rt_compile(program)  # plain ops as torch calls; customized ops as the program's kernels
     except Exception as e:  # a program torch.compile cannot handle: recorded, the race goes on
+        raise_on_gpu_fault(e, f"building the program's {lowering} lowering")
         res.error = f"{lowering} failed: {_error(e)}"
     res.compile_s = time.perf_counter() - t0
     return res
@@ -279,6 +281,7 @@ def time_program(res: ProgramResult, timer: Timer, mi: MeasuringInputs, repeats:
     try:
         res.timings["cuda_graph"] = timer.graph(res.lowering, r.check_inputs, _replay_of(r), mi.inputs, repeats)
     except Exception as e:
+        raise_on_gpu_fault(e, f"timing the program's {res.lowering} lowering")
         res.error = f"timing failed: {_error(e)}"
 
 

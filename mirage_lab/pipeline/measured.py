@@ -1,7 +1,43 @@
 """What every contender of the tuner's race shares: a check's error, timings, and how they read."""
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from ..errors import GpuFaultError
+
+# CUDA errors after which the context runs nothing more (every later CUDA call fails the same way): the runtime's
+# words, and the driver's codes as the generated kernels' launcher reports them ("cuLaunchKernel failed: CUresult 700")
+_STICKY = re.compile(r"illegal memory access|unspecified launch failure|misaligned address|illegal instruction|"
+                     r"hardware stack error|invalid program counter|CUDA_ERROR_(ILLEGAL_ADDRESS|LAUNCH_FAILED|"
+                     r"MISALIGNED_ADDRESS|ILLEGAL_INSTRUCTION|HARDWARE_STACK_ERROR|INVALID_PC)|CUresult 7(00|1[4-9])\b")
+
+
+def gpu_fault(e: BaseException) -> bool:
+    """Whether ``e`` is a CUDA error that leaves the process's CUDA context unusable.
+
+        >>> gpu_fault(RuntimeError("CUDA error: an illegal memory access was encountered"))
+        True
+        >>> gpu_fault(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+        False
+    """
+    return bool(_STICKY.search(f"{type(e).__name__}: {e}"))
+
+
+def raise_on_gpu_fault(e: BaseException, while_doing: str) -> None:
+    """Raise :class:`~mirage_lab.errors.GpuFaultError` from ``e`` when it is a fault the context cannot survive.
+
+    Recording it as one contender's failure, as the tuner does with other errors, would time every later
+    contender into the same error and could return a result chosen from half the race.
+    """
+    if gpu_fault(e):
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise GpuFaultError(
+            f"the GPU faulted while {while_doing}: {first}. This process's CUDA context can run nothing more: "
+            "restart the Python kernel (or process) and call superoptimize again; with the persistent cache on "
+            "(the default) the search's candidates are kept, and only the tuning runs again. A μGraph variant "
+            "may be at fault: please report the program (benchmarks/probes/final_round_crash.py shows how to "
+            "find the launch).") from e
 
 
 class Measured:
