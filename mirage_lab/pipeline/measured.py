@@ -36,8 +36,8 @@ def raise_on_gpu_fault(e: BaseException, while_doing: str) -> None:
             f"the GPU faulted while {while_doing}: {first}. This process's CUDA context can run nothing more: "
             "restart the Python kernel (or process) and call superoptimize again; with the persistent cache on "
             "(the default) the search's candidates are kept, and only the tuning runs again. A μGraph variant "
-            "may be at fault: please report the program (benchmarks/probes/final_round_crash.py shows how to "
-            "find the launch).") from e
+            "may be at fault: please report the program; with CUDA_LAUNCH_BLOCKING=1 set before the process "
+            "starts, the error names the launch that faulted.") from e
 
 
 class Measured:
