@@ -200,9 +200,10 @@ class Contenders:
 
     def ratio(self, a: str, b: str) -> float | None:
         """``a``'s time over ``b``'s, the median of the rounds' ratios (paired: a round's clocks reach both)."""
-        from mirage_lab.runtime.profile import rounds_ratio
-
-        return rounds_ratio(self.rounds.get(a), self.rounds.get(b))
+        ra, rb = self.rounds.get(a), self.rounds.get(b)
+        if not ra or not rb or len(ra) != len(rb) or any(y <= 0 for y in rb):
+            return None
+        return statistics.median([x / y for x, y in zip(ra, rb)])
 
 
 def copy_floor_us(nbytes: int) -> float:

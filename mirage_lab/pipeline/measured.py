@@ -31,7 +31,7 @@ def raise_on_gpu_fault(e: BaseException, while_doing: str) -> None:
     contender into the same error and could return a result chosen from half the race.
     """
     if gpu_fault(e):
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise GpuFaultError(
             f"the GPU faulted while {while_doing}: {first}. This process's CUDA context can run nothing more: "
             "restart the Python kernel (or process) and call superoptimize again; with the persistent cache on "

@@ -193,18 +193,6 @@ def time_captured(check_inputs: Callable[[Sequence[torch.Tensor]], Sequence[torc
     return time_calls(replays, name=name, mode="cuda_graph", repeats=repeats)
 
 
-def rounds_ratio(ra: Sequence[float] | None, rb: Sequence[float] | None) -> float | None:
-    """The median of ``ra[i] / rb[i]``: two contenders timed in turn, round by round (``benchmarks/suite_bench.py``),
-    compared under each round's clocks (``None`` unless both have the same number of rounds, each positive).
-
-        >>> rounds_ratio([10.0, 11.0, 12.0], [10.0, 10.0, 10.0])
-        1.1
-    """
-    if not ra or not rb or len(ra) != len(rb) or any(y <= 0 for y in rb):
-        return None
-    return statistics.median([x / y for x, y in zip(ra, rb)])
-
-
 def capture_fn(fn: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> Callable[[], Any]:
     """``fn(*inputs)`` captured in a CUDA graph (after a warm-up on a side stream); returns its replay."""
     g = _capture(lambda: fn(*inputs))
