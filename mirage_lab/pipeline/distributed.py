@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..cpus import usable_cpus
-from ..errors import MirageLabError
+from ..errors import GpuFaultError, MirageLabError
 from ..ir.kernel_graph import KernelGraph
 from .autotune import TuneFinished, TuneReport, TuneStarted, VariantDone, VariantResult, plan_variants
 from .calibration import calibrate_gpu, calibration_outliers
 from .codec import decode, dumps, encode
 from .contenders import PROGRAM_LOWERINGS
+from .measured import fault_summary, gpu_fault
 from .scheduling import TAKEN, Move, UnitScheduler, make_units, unit_size
 from .stopping import STOP_MARGIN
 
@@ -444,6 +445,30 @@ def _session(run_id: str, spec: dict[str, Any], reference: bool = False) -> _Wor
     return s
 
 
+FAULT_EXIT_S = 1.0   # after a GPU fault, the worker process exits this long after its task's error went back
+
+
+def _gpu_task(fn: Callable[..., str]) -> Callable[..., str]:
+    """A task that uses the worker's GPU: after a fault that kills the CUDA context (:func:`~.measured.gpu_fault`),
+    the worker process exits once its error is sent, and its nanny starts a fresh one, with a working context,
+    for this run and the next (a context never recovers in its process)."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> str:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            if gpu_fault(e):
+                t = threading.Timer(FAULT_EXIT_S, os._exit, (75,))
+                t.daemon = True
+                t.start()
+            raise
+
+    return run
+
+
+@_gpu_task
 def _start_task(run_id: str, spec: dict[str, Any], reference: bool) -> str:
     """A GPU worker's first task of a run: calibrate, build the measuring inputs, race the program's lowerings.
 
@@ -455,6 +480,7 @@ def _start_task(run_id: str, spec: dict[str, Any], reference: bool) -> str:
     return dumps(encode({**info, "span": [w0, time.time()]}))
 
 
+@_gpu_task
 def _measure_task(run_id: str, spec: dict[str, Any], items_json: str, compiled: dict[Any, Any]) -> str:
     """One unit on a GPU worker: its variants, compiled by its compile task, checked and timed; the results as JSON."""
     w0 = time.time()
@@ -519,6 +545,7 @@ def _compile_on_host(items: list[tuple[int, Any]], cache_dir: str | None, compil
     return _compile_pool(n).imap_unordered(compile_and_launch, args)
 
 
+@_gpu_task
 def _final_task(run_id: str, indices: list[int], final_repeats: int, reference: bool, baselines: str | bool) -> str:
     s = _SESSIONS[run_id]
     return dumps(encode(s.final(indices, final_repeats, reference, baselines)))
@@ -593,6 +620,7 @@ def _release_reference(w: str | None) -> None:
 
 
 MAX_MOVES = 3   # a unit that has lost this many workers is the cause, not their victim: it is given up
+MAX_GPU_FAULTS = 2 * MAX_MOVES   # GPU faults (each costs a worker restart) after which the run stops
 
 
 def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph], cluster: Any, *,
@@ -675,6 +703,8 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
     budget_from: float | None = None   # when the first worker was ready (its program lowerings raced)
     designated: str | None = None      # the reference worker: it races every program lowering and times torch eager
     reference: str | None = None       # the designated worker as counted in _REFERENCES (released at the end)
+
+    faults: list[str] = []            # "worker: error" of each GPU fault (the worker was restarted)
 
     def drop_worker(w: str, why: str) -> None:
         records.setdefault(w, WorkerRecord(w)).lost = True
@@ -791,6 +821,15 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                     exc = f.exception() if f.status == "error" else None
                     killed = exc is not None and type(exc).__name__ == "KilledWorker"
                     if w in gpu_workers(client) and not killed:
+                        if exc is not None and gpu_fault(exc):
+                            # its CUDA context is dead: that worker goes (its nanny starts a fresh process), its unit
+                            # to another; a unit that faults MAX_MOVES workers is given up as any that kills them
+                            faults.append(f"{w}: {fault_summary(exc)}")
+                            if len(faults) > MAX_GPU_FAULTS:
+                                raise GpuFaultError(f"{len(faults)} GPU workers faulted in one tuning run "
+                                                    f"(the last: {faults[-1]}); stopped") from exc
+                            drop_worker(w, f"GPU fault: {fault_summary(exc)}")   # its process exits (_gpu_task)
+                            continue
                         if exc is not None:
                             raise MirageLabError(f"tuning failed on the GPU worker {w}: {type(exc).__name__}: "
                                                  f"{exc}") from exc
@@ -852,7 +891,8 @@ def _finish(program: KernelGraph, results: list[VariantResult], sched: UnitSched
             reason: str, t0: float, tune_seconds: float, finalists: int, final_repeats: int,
             baselines: str | bool, unit_variants: int, compiled_on: str, floor: float) -> TuneReport:
     """The finalists timed again where their kernels are, the reference worker's baselines; the merged report."""
-    live = set(gpu_workers(client))
+    # a lost worker may still be listed (a faulted one is restarting): a task sent there would wait forever
+    live = set(gpu_workers(client)) - set(sched.lost)
     started = [w for w in infos if w in live] or list(infos)
     if not started:
         raise MirageLabError("no GPU worker of the cluster started the tuning (each was lost first)")
@@ -864,7 +904,7 @@ def _finish(program: KernelGraph, results: list[VariantResult], sched: UnitSched
     programs, eager, base = infos[ref]["programs"], None, {}
     if timed:
         ok = sorted((i for i, r in enumerate(results) if r.ok and r.timings), key=lambda i: results[i].median_us)
-        by_worker: dict[str, list[int]] = {ref: []}
+        by_worker: dict[str, list[int]] = {ref: []} if ref in live else {}   # else: its first timings stay
         for i in ok[:finalists]:
             w = sched.worker_of(i)
             if w in live:   # a finalist whose worker was lost keeps its first timing

@@ -24,6 +24,22 @@ def gpu_fault(e: BaseException) -> bool:
     return bool(_STICKY.search(f"{type(e).__name__}: {e}"))
 
 
+def fault_summary(e: BaseException) -> str:
+    """What faulted, in one sentence: a :class:`~mirage_lab.errors.GpuFaultError`'s first (the advice left out).
+
+        >>> try:
+        ...     raise_on_gpu_fault(RuntimeError("CUDA error: an illegal memory access was encountered"), "timing v")
+        ... except GpuFaultError as e:
+        ...     print(fault_summary(e))
+        the GPU faulted while timing v: CUDA error: an illegal memory access was encountered
+    """
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return first.split(_ADVICE, 1)[0]
+
+
+_ADVICE = ". This process's CUDA context can run nothing more"
+
+
 def raise_on_gpu_fault(e: BaseException, while_doing: str) -> None:
     """Raise :class:`~mirage_lab.errors.GpuFaultError` from ``e`` when it is a fault the context cannot survive.
 
@@ -33,7 +49,7 @@ def raise_on_gpu_fault(e: BaseException, while_doing: str) -> None:
     if gpu_fault(e):
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise GpuFaultError(
-            f"the GPU faulted while {while_doing}: {first}. This process's CUDA context can run nothing more: "
+            f"the GPU faulted while {while_doing}: {first}{_ADVICE}: "
             "restart the Python kernel (or process) and call superoptimize again; with the persistent cache on "
             "(the default) the search's candidates are kept, and only the tuning runs again. A μGraph variant "
             "may be at fault: please report the program; with CUDA_LAUNCH_BLOCKING=1 set before the process "

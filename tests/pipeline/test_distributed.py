@@ -362,3 +362,40 @@ def test_an_idle_gpu_worker_takes_the_unit_waiting_behind_a_slow_one(tmp_path):
     assert taken and all(m[1] != m[2] for m in taken), r
     assert f"{len(taken)} unit(s) taken by idle workers from busy ones" in r["reason"]
     assert r["many"] == r["one"]
+
+
+# A GPU worker whose timing faults (an illegal memory access: its CUDA context is dead) is restarted and its
+# unit goes to another worker; the run ends with every variant measured and the one-process winner.
+FAULTED = KILLED.replace('''            os._exit(3)''', '''            raise RuntimeError("CUDA error: an illegal memory access was encountered")''').replace(
+    '''"ref": run.reference}))''', '''"ref": run.reference,
+        "why": [m.reason for m in run.moved], "workers_at_end": n_end}))''').replace(
+    "unit_variants=1, **kw)\n", "unit_variants=1, **kw)\n        client.wait_for_workers(3, timeout=60)   # the restarted one is back\n"
+    "        n_end = len(client.scheduler_info()['workers'])\n")
+
+
+def test_a_gpu_fault_on_a_worker_restarts_it_and_its_unit_is_measured_by_another(tmp_path):
+    assert FAULTED != KILLED
+    r = run_python(FAULTED, tmp_path, timeout=300)
+    assert r["killed"] and len(r["lost"]) == 1, r                  # the faulted worker was dropped ...
+    given = [m for m in r["moved"] if m[4] != TAKEN]
+    assert given and all(m[2] == r["lost"][0] and m[3] not in (None, m[2]) for m in given), r["moved"]
+    assert [w for w in r["why"] if w.startswith("GPU fault")] == \
+        [w for w in r["why"] if w != TAKEN] and len(given) == 1, r["why"]
+    assert given[0][4].startswith("GPU fault: the GPU faulted while timing the variant cand0/t") and \
+        given[0][4].endswith(": CUDA error: an illegal memory access was encountered"), given[0][4]
+    assert r["planned"] == r["tried"] == r["timed"] == 2 and r["untried"] == 0, r     # ... and nothing lost
+    assert r["many"] == r["one"] and r["many_us"] == r["one_us"]
+    assert r["workers_at_end"] == 3, r   # 2 GPU workers (one of them the faulted one's new process) and the CPU worker
+
+
+def test_a_variant_that_faults_every_worker_is_given_up_and_the_program_comes_back(tmp_path):
+    # every variant's timing faults, in every (restarted) worker: each unit is given up after MAX_MOVES workers
+    script = FAULTED.replace('''if "/t" in name and self.kill and first(self.kill):''', '''if "/t" in name and self.kill:''').replace(
+        '"ref": run.reference,', '"ref": run.reference, "winner": rep.winner, "errors": [r.error for r in rep.results],').replace(
+        '"many": rep.chosen.variant.tag', '"many": rep.winner')
+    assert script != FAULTED
+    r = run_python(script, tmp_path, timeout=300)
+    assert r["winner"] == "torch", r      # the program itself: no variant was measured
+    assert r["errors"] == ["given up: 3 workers were lost while it was measured"] * 2, r["errors"]
+    assert sum(w.startswith("GPU fault: the GPU faulted while timing the variant") for w in r["why"]) == 6, r["why"]
+    assert r["workers_at_end"] == 3, r   # each faulted worker's process was replaced by its nanny
