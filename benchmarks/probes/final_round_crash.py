@@ -70,6 +70,11 @@ def main() -> None:
         entries.append((low, p.runner.check_inputs, lambda s, r=p.runner: r.capture(s).replay))
     print(f"{len(entries)} contenders; rotation copies {prof.rotation_copies(mi.inputs)}", flush=True)
 
+    if args.variants:   # compiled in parallel processes first (the tuner's pool does the same); loaded below
+        from mirage_lab.runtime.kernel import precompile
+        others = [v for v, _ in plan_variants(cands) if v.tag not in dict(FINALISTS).values()][:args.variants]
+        errs = [e for _, _, e in precompile([(v.graph, v.options) for v in others]) if e]
+        print(f"precompiled {len(others)} variants, {len(errs)} failed {errs[:2]}", flush=True)
     done = 0
     for v, _ in plan_variants(cands):
         if done >= args.variants:
