@@ -719,6 +719,16 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
         client.cancel(gone)
         spec_of.pop(w, None)
 
+    def faulted(w: str, exc: BaseException) -> None:
+        """``w``'s GPU faulted: its CUDA context is dead, so it goes (its process exits, :func:`_gpu_task`, and its
+        nanny starts a fresh one) and its unit moves; a unit that faults MAX_MOVES workers is given up as any
+        that kills them."""
+        faults.append(f"{w}: {fault_summary(exc)}")
+        if len(faults) > MAX_GPU_FAULTS:
+            raise GpuFaultError(f"{len(faults)} GPU workers faulted in one tuning run (the last: {faults[-1]}); "
+                                "stopped") from exc
+        drop_worker(w, f"GPU fault: {fault_summary(exc)}")
+
     compiles: dict[int, Any] = {}     # unit id -> its compile future (cancelled with the unit when it is taken)
 
     def send(w: str, unit: Any, possible: set[int]) -> None:
@@ -761,7 +771,12 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
         while True:
             live = gpu_workers(client)
             for w in [w for w in sched.held if w not in live and w not in sched.lost]:
-                drop_worker(w, "worker left the cluster")
+                gone_faulted = [f.exception() for f, (_, fw, _) in futs.items() if fw == w and f.status == "error"
+                                and gpu_fault(f.exception())]   # it exited after a fault (_gpu_task)
+                if gone_faulted:
+                    faulted(w, gone_faulted[0])
+                else:
+                    drop_worker(w, "worker left the cluster")
             live = usable(live)
             if designated is None and live:
                 designated = reference = _take_reference(live)
@@ -820,16 +835,11 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
                 if f.status != "finished":
                     exc = f.exception() if f.status == "error" else None
                     killed = exc is not None and type(exc).__name__ == "KilledWorker"
+                    if exc is not None and gpu_fault(exc):
+                        if w not in sched.lost:
+                            faulted(w, exc)
+                        continue
                     if w in gpu_workers(client) and not killed:
-                        if exc is not None and gpu_fault(exc):
-                            # its CUDA context is dead: that worker goes (its nanny starts a fresh process), its unit
-                            # to another; a unit that faults MAX_MOVES workers is given up as any that kills them
-                            faults.append(f"{w}: {fault_summary(exc)}")
-                            if len(faults) > MAX_GPU_FAULTS:
-                                raise GpuFaultError(f"{len(faults)} GPU workers faulted in one tuning run "
-                                                    f"(the last: {faults[-1]}); stopped") from exc
-                            drop_worker(w, f"GPU fault: {fault_summary(exc)}")   # its process exits (_gpu_task)
-                            continue
                         if exc is not None:
                             raise MirageLabError(f"tuning failed on the GPU worker {w}: {type(exc).__name__}: "
                                                  f"{exc}") from exc
