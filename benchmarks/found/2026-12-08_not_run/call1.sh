@@ -14,3 +14,6 @@ fi
 echo "== probe sequential --variants 130 $(date +%T)"
 CUDA_LAUNCH_BLOCKING=1 timeout $(( 430 - $(date +%s) + T0 )) python3 benchmarks/probes/final_round_crash.py --mode sequential --variants 130 2>&1 | grep -v Warning | tail -25
 echo "== end $(date +%T)"
+# then (not part of the 8 minutes above; a call of its own if the probe points at a variant): memcheck names the kernel
+# python3 benchmarks/probes/memcheck_variants.py --compile-only --variants 60
+# compute-sanitizer --tool memcheck --print-limit 3 python3 benchmarks/probes/memcheck_variants.py --variants 60 2>&1 | tail -40
