@@ -704,7 +704,7 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
     designated: str | None = None      # the reference worker: it races every program lowering and times torch eager
     reference: str | None = None       # the designated worker as counted in _REFERENCES (released at the end)
 
-    faults: list[str] = []            # "worker: error" of each GPU fault (the worker was restarted)
+    faults: list[str] = []            # "worker: what faulted" of each GPU fault (that worker's process exited)
 
     def drop_worker(w: str, why: str) -> None:
         records.setdefault(w, WorkerRecord(w)).lost = True

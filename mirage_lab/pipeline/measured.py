@@ -25,7 +25,7 @@ def gpu_fault(e: BaseException) -> bool:
 
 
 def fault_summary(e: BaseException) -> str:
-    """What faulted, in one sentence: a :class:`~mirage_lab.errors.GpuFaultError`'s first (the advice left out).
+    """What faulted, in one sentence: a :class:`~mirage_lab.errors.GpuFaultError`'s first (its advice left out).
 
         >>> try:
         ...     raise_on_gpu_fault(RuntimeError("CUDA error: an illegal memory access was encountered"), "timing v")
@@ -33,11 +33,14 @@ def fault_summary(e: BaseException) -> str:
         ...     print(fault_summary(e))
         the GPU faulted while timing v: CUDA error: an illegal memory access was encountered
     """
-    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-    return first.split(_ADVICE, 1)[0]
+    return _first_line(e).split(_ADVICE, 1)[0]
 
 
 _ADVICE = ". This process's CUDA context can run nothing more"
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def raise_on_gpu_fault(e: BaseException, while_doing: str) -> None:
@@ -47,9 +50,8 @@ def raise_on_gpu_fault(e: BaseException, while_doing: str) -> None:
     contender into the same error and could return a result chosen from half the race.
     """
     if gpu_fault(e):
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise GpuFaultError(
-            f"the GPU faulted while {while_doing}: {first}{_ADVICE}: "
+            f"the GPU faulted while {while_doing}: {_first_line(e)}{_ADVICE}: "
             "restart the Python kernel (or process) and call superoptimize again; with the persistent cache on "
             "(the default) the search's candidates are kept, and only the tuning runs again. A μGraph variant "
             "may be at fault: please report the program; with CUDA_LAUNCH_BLOCKING=1 set before the process "
