@@ -70,17 +70,13 @@ def main() -> None:
         entries.append((low, p.runner.check_inputs, lambda s, r=p.runner: r.capture(s).replay))
     print(f"{len(entries)} contenders; rotation copies {prof.rotation_copies(mi.inputs)}", flush=True)
 
-    if args.variants:   # compiled in parallel processes first (the tuner's pool does the same); loaded below
+    finalist_tags = set(dict(FINALISTS).values())
+    others = [v for v in planned.values() if v.tag not in finalist_tags][:args.variants]   # plan order
+    if others:   # compiled in parallel processes first (the tuner's pool does the same); loaded below
         from mirage_lab.runtime.kernel import precompile
-        others = [v for v, _ in plan_variants(cands) if v.tag not in dict(FINALISTS).values()][:args.variants]
         errs = [e for _, _, e in precompile([(v.graph, v.options) for v in others]) if e]
         print(f"precompiled {len(others)} variants, {len(errs)} failed {errs[:2]}", flush=True)
-    done = 0
-    for v, _ in plan_variants(cands):
-        if done >= args.variants:
-            break
-        if v.tag in dict(FINALISTS).values():
-            continue
+    for v in others:
         try:
             k = rt_compile(v.graph, options=v.options)
             t = prof.time_captured(k.check_inputs, lambda s, k=k: k.capture(s).replay, mi.inputs, name=v.tag, repeats=100)
@@ -88,7 +84,6 @@ def main() -> None:
         except Exception:
             print(f"  variant {v.tag} FAILED:\n{traceback.format_exc()}", flush=True)
             return
-        done += 1
 
     per = max(1, args.repeats // args.rounds)
     try:

@@ -19,6 +19,7 @@ the caller's cache like any other (``docs/scaling.md``: one cache for a team).
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -452,8 +453,6 @@ def _gpu_task(fn: Callable[..., str]) -> Callable[..., str]:
     """A task that uses the worker's GPU: after a fault that kills the CUDA context (:func:`~.measured.gpu_fault`),
     the worker process exits once its error is sent, and its nanny starts a fresh one, with a working context,
     for this run and the next (a context never recovers in its process)."""
-    import functools
-
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> str:
         try:
@@ -771,10 +770,10 @@ def autotune_on_cluster(program: KernelGraph, candidates: Sequence[KernelGraph],
         while True:
             live = gpu_workers(client)
             for w in [w for w in sched.held if w not in live and w not in sched.lost]:
-                gone_faulted = [f.exception() for f, (_, fw, _) in futs.items() if fw == w and f.status == "error"
-                                and gpu_fault(f.exception())]   # it exited after a fault (_gpu_task)
-                if gone_faulted:
-                    faulted(w, gone_faulted[0])
+                errors = [f.exception() for f, (_, fw, _) in futs.items() if fw == w and f.status == "error"]
+                fault = next((e for e in errors if gpu_fault(e)), None)   # it exited after a fault (_gpu_task)
+                if fault is not None:
+                    faulted(w, fault)
                 else:
                     drop_worker(w, "worker left the cluster")
             live = usable(live)
